@@ -1,0 +1,360 @@
+//! Where limiters get the time: the [`Clock`] trait and its three clocks.
+//!
+//! | clock              | source                                  | cost here | steps back?            |
+//! |--------------------|-----------------------------------------|-----------|------------------------|
+//! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~20 ns    | never more than 8 µs   |
+//! | [`CoarseClock`]    | quanta's `recent()`, an upkeep thread   | ~3 ns     | never more than 8 µs   |
+//! | [`ManualClock`]    | a shared counter moved by the caller    | ~1 ns     | only when `set` says so |
+//!
+//! Time is a `u64` of nanoseconds since the clock's zero (its creation for the first two,
+//! zero for the manual clock). Every limiter survives a clock that steps back: it never panics
+//! and never hands out capacity it did not have (see each algorithm's "time going backwards").
+
+#[cfg(feature = "std")]
+use crate::sync::{Arc, AtomicU64, Ordering};
+use core::time::Duration;
+
+/// A source of time for limiters: nanoseconds since the clock's own zero.
+///
+/// Implement it to drive limiters from your own time source (a runtime's cached clock, a
+/// simulation). Readings should not go backwards; if they do, limiters stay safe (no panic,
+/// no extra admissions) but may deny early.
+///
+/// ```
+/// use tollgate::Clock;
+///
+/// /// A clock that always reads one second: for a test that wants a frozen instant.
+/// struct OneSecond;
+/// impl Clock for OneSecond {
+///     fn now_nanos(&self) -> u64 { 1_000_000_000 }
+/// }
+/// assert_eq!(OneSecond.now().as_secs(), 1);
+/// ```
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since this clock's zero.
+    fn now_nanos(&self) -> u64;
+
+    /// The same reading as a [`Duration`].
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    /// let c = ManualClock::new();
+    /// c.advance(std::time::Duration::from_millis(5));
+    /// assert_eq!(c.now().as_millis(), 5);
+    /// ```
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.now_nanos())
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+}
+
+#[cfg(feature = "std")]
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        (**self).now_nanos()
+    }
+}
+
+/// Saturating conversion: a `Duration` beyond 584 years reads as `u64::MAX` ns.
+#[inline]
+pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A clock the test moves by hand. Starts at zero; clones share one time.
+///
+/// Nothing sleeps: tests advance it, or `set` it anywhere, backwards included, to check that a
+/// limiter survives a clock that steps back.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let shared = clock.clone();
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(shared.now(), Duration::from_secs(2));
+/// shared.set(Duration::from_millis(500)); // backwards
+/// assert_eq!(clock.now(), Duration::from_millis(500));
+/// ```
+#[derive(Clone, Debug)]
+#[cfg(feature = "std")]
+pub struct ManualClock {
+    nanos: Arc<AtomicU64>,
+}
+
+/// A clock the test moves by hand (`no_std` form: clones share one time through a `'static`
+/// reference; see the std form for the full description).
+#[derive(Clone, Copy, Debug)]
+#[cfg(not(feature = "std"))]
+pub struct ManualClock {
+    nanos: &'static crate::sync::AtomicU64,
+}
+
+#[cfg(not(feature = "std"))]
+impl ManualClock {
+    /// A manual clock over a `'static` counter, which starts wherever the counter is.
+    ///
+    /// ```ignore
+    /// static TIME: portable_atomic::AtomicU64 = portable_atomic::AtomicU64::new(0);
+    /// let clock = tollgate::ManualClock::from_static(&TIME);
+    /// ```
+    pub const fn from_static(nanos: &'static crate::sync::AtomicU64) -> ManualClock {
+        ManualClock { nanos }
+    }
+}
+
+#[cfg(feature = "std")]
+impl Default for ManualClock {
+    fn default() -> Self {
+        ManualClock::new()
+    }
+}
+
+#[cfg(feature = "std")]
+impl ManualClock {
+    /// A clock at zero.
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock};
+    /// assert_eq!(ManualClock::new().now_nanos(), 0);
+    /// ```
+    pub fn new() -> ManualClock {
+        ManualClock {
+            nanos: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl ManualClock {
+    /// Moves time forward by `by` (saturating at `u64::MAX` ns).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    /// let c = ManualClock::new();
+    /// c.advance(Duration::from_nanos(7));
+    /// c.advance(Duration::from_nanos(3));
+    /// assert_eq!(c.now_nanos(), 10);
+    /// ```
+    pub fn advance(&self, by: Duration) {
+        let by = duration_to_nanos(by);
+        // Relaxed: the clock publishes only its own value; a CAS loop keeps concurrent
+        // advances from losing each other.
+        let _ = self
+            .nanos
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(by))
+            });
+    }
+
+    /// Sets time to `since_zero`, forwards or backwards.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    /// let c = ManualClock::new();
+    /// c.set(Duration::from_secs(60));
+    /// c.set(Duration::from_secs(1));
+    /// assert_eq!(c.now().as_secs(), 1);
+    /// ```
+    pub fn set(&self, since_zero: Duration) {
+        // Relaxed: nothing else is published through the clock.
+        self.nanos
+            .store(duration_to_nanos(since_zero), Ordering::Relaxed);
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        // Relaxed: a reading is a value, not a message; limiters tolerate any order of them.
+        self.nanos.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(feature = "std")]
+pub use self::std_clocks::{CoarseClock, MonotonicClock};
+
+#[cfg(feature = "std")]
+mod std_clocks {
+    use super::Clock;
+    use crate::sync::{Arc, AtomicU64, Ordering};
+    use crossbeam_utils::CachePadded;
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    /// A reading is published to the shared high-water mark only when it is this far ahead of
+    /// it, so that threads write the shared line at most once per 8 µs, not on every read.
+    /// It is also the most a reading can step back across threads.
+    const PUBLISH_EVERY_NS: u64 = 8_192;
+
+    /// Readings of a raw source, made monotone up to [`PUBLISH_EVERY_NS`].
+    ///
+    /// quanta's TSC can step back when a thread moves to a core whose counter is behind
+    /// (quanta#111, governor#299: early denials). Each reading is compared with a shared
+    /// high-water mark: a reading behind it returns the mark; a reading far enough ahead
+    /// raises it. The common case is one shared load of a line that is rarely written.
+    #[derive(Debug)]
+    struct HighWater(CachePadded<AtomicU64>);
+
+    impl HighWater {
+        fn new() -> Self {
+            HighWater(CachePadded::new(AtomicU64::new(0)))
+        }
+
+        #[inline]
+        fn fix(&self, t: u64) -> u64 {
+            // Relaxed: the mark is a lower bound on readings, not a publication of data.
+            let mark = self.0.load(Ordering::Relaxed);
+            if t <= mark {
+                return mark;
+            }
+            if t - mark >= PUBLISH_EVERY_NS {
+                // Relaxed: fetch_max keeps the mark monotone whatever the interleaving.
+                self.0.fetch_max(t, Ordering::Relaxed);
+            }
+            t
+        }
+    }
+
+    /// The default clock: quanta's calibrated TSC (or the OS monotonic clock where there is no
+    /// usable TSC), in nanoseconds since this clock was made. Clones share the zero.
+    ///
+    /// Readings never step back by more than 8 µs, even when the TSCs of two cores disagree:
+    /// a shared high-water mark that threads raise at most once per 8 µs absorbs the skew.
+    ///
+    /// ```
+    /// use tollgate::{Clock, MonotonicClock};
+    /// let clock = MonotonicClock::new();
+    /// let a = clock.now_nanos();
+    /// let b = clock.clone().now_nanos();
+    /// assert!(b + 8_192 >= a);
+    /// ```
+    #[derive(Clone, Debug)]
+    pub struct MonotonicClock {
+        inner: Arc<MonotonicInner>,
+    }
+
+    #[derive(Debug)]
+    struct MonotonicInner {
+        clock: quanta::Clock,
+        origin: u64,
+        high_water: HighWater,
+    }
+
+    impl MonotonicClock {
+        /// A clock whose zero is now. Calibrates quanta once per process.
+        ///
+        /// ```
+        /// let clock = tollgate::MonotonicClock::new();
+        /// # let _ = clock;
+        /// ```
+        pub fn new() -> MonotonicClock {
+            let clock = quanta::Clock::new();
+            let origin = clock.raw();
+            MonotonicClock {
+                inner: Arc::new(MonotonicInner {
+                    clock,
+                    origin,
+                    high_water: HighWater::new(),
+                }),
+            }
+        }
+    }
+
+    impl Default for MonotonicClock {
+        fn default() -> Self {
+            MonotonicClock::new()
+        }
+    }
+
+    impl Clock for MonotonicClock {
+        #[inline]
+        fn now_nanos(&self) -> u64 {
+            let inner = &*self.inner;
+            let raw = inner.clock.raw();
+            inner
+                .high_water
+                .fix(inner.clock.delta_as_nanos(inner.origin, raw))
+        }
+    }
+
+    /// The upkeep thread behind every `CoarseClock`, started once per process.
+    static UPKEEP: OnceLock<Option<quanta::Handle>> = OnceLock::new();
+
+    /// How often the upkeep thread refreshes the coarse time.
+    const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
+
+    /// A cheaper, coarser clock: quanta's `recent()` time, refreshed every 1 ms by one
+    /// background upkeep thread per process (started by the first `CoarseClock`).
+    ///
+    /// Precision: a reading lags the true time by up to the 1 ms refresh interval plus the
+    /// upkeep thread's scheduling delay. A token bucket on it refills in 1 ms steps; a window
+    /// may open up to 1 ms late. It never reads ahead of time, so it never admits early. If
+    /// another library already runs quanta's upkeep thread, that thread (and its interval) is
+    /// used.
+    ///
+    /// ```
+    /// use tollgate::{Clock, CoarseClock};
+    /// let clock = CoarseClock::new();
+    /// let _t = clock.now_nanos();
+    /// ```
+    #[derive(Clone, Debug)]
+    pub struct CoarseClock {
+        inner: Arc<CoarseInner>,
+    }
+
+    #[derive(Debug)]
+    struct CoarseInner {
+        clock: quanta::Clock,
+        origin: quanta::Instant,
+        high_water: HighWater,
+    }
+
+    impl CoarseClock {
+        /// A coarse clock whose zero is now; starts the upkeep thread if none runs.
+        ///
+        /// ```
+        /// let clock = tollgate::CoarseClock::new();
+        /// # let _ = clock;
+        /// ```
+        pub fn new() -> CoarseClock {
+            UPKEEP.get_or_init(|| {
+                // An `Err` means someone else's upkeep thread already runs: use it.
+                quanta::Upkeep::new(UPKEEP_INTERVAL).start().ok()
+            });
+            let clock = quanta::Clock::new();
+            let origin = clock.recent();
+            CoarseClock {
+                inner: Arc::new(CoarseInner {
+                    clock,
+                    origin,
+                    high_water: HighWater::new(),
+                }),
+            }
+        }
+    }
+
+    impl Default for CoarseClock {
+        fn default() -> Self {
+            CoarseClock::new()
+        }
+    }
+
+    impl Clock for CoarseClock {
+        #[inline]
+        fn now_nanos(&self) -> u64 {
+            let inner = &*self.inner;
+            let since = inner.clock.recent().saturating_duration_since(inner.origin);
+            inner.high_water.fix(super::duration_to_nanos(since))
+        }
+    }
+}

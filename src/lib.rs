@@ -1,0 +1,75 @@
+//! # tollgate
+//!
+//! Lock-free, high-throughput rate limiters for the hot path of proxies and load balancers.
+//!
+//! | limiter           | semantics                                              | state                 |
+//! |-------------------|--------------------------------------------------------|-----------------------|
+//! | [`TokenBucket`]   | GCRA: bursts up to `burst`, then `limit/period`, exact | one `AtomicU64`       |
+//! | [`FixedWindow`]   | `limit` per window `[k·period, (k+1)·period)`          | one `AtomicU64`       |
+//! | [`SlidingWindow`] | `limit` per any `period`, counted in `K` slots         | `K + 2` `AtomicU64`s  |
+//! | [`SlidingLog`]    | exact: an admission counts while `now - s < period`    | `limit` `AtomicU64`s  |
+//!
+//! Each answers through the [`Limiter`] trait with a [`Decision`]: allowed or not, how many
+//! remain, when to retry, when the limiter is full again. Each has a mutex twin in
+//! [`baseline`], written independently, for differential tests and benchmarks.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+//!
+//! // 5 requests per second, bursts of 5; time from a manual clock, as in tests.
+//! let clock = ManualClock::new();
+//! let limiter = TokenBucket::with_clock(Quota::per_second(5)?, clock.clone());
+//! let passed = (0..10).filter(|_| limiter.try_acquire().is_allowed()).count();
+//! assert_eq!(passed, 5);
+//!
+//! let denied = limiter.try_acquire();
+//! assert_eq!(denied.retry_after(), Some(Duration::from_millis(200)));
+//! clock.advance(Duration::from_millis(200));
+//! assert!(limiter.try_acquire().is_allowed());
+//! # Ok::<(), tollgate::QuotaError>(())
+//! ```
+//!
+//! ## Guarantees
+//!
+//! - **Exact at one instant**: N threads racing at a frozen time admit exactly
+//!   `min(N, what is left)`; no interleaving lets an extra request through.
+//! - **Denials write nothing** to shared memory: a flood of rejected requests stays read-only.
+//! - **No overflow, no wrap, no panic** on any input a [`Quota`] accepts, at any clock reading,
+//!   including a clock that steps backwards (never an extra admission from it).
+//! - **Lock-free** on every hot path except [`SlidingLog`]'s admissions, which serialize on a
+//!   per-limiter sequence lock (its denials stay lock-free and read-only).
+//!
+//! Time comes from a [`Clock`]: [`MonotonicClock`] (quanta's TSC, made monotone) by default,
+//! [`CoarseClock`] for cheaper 1 ms-precision reads, [`ManualClock`] for tests that never sleep.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![warn(missing_docs)]
+
+#[cfg(not(feature = "std"))]
+extern crate alloc;
+
+mod algo;
+mod clock;
+mod decision;
+mod limiter;
+mod quota;
+mod sync;
+
+#[cfg(feature = "std")]
+pub mod baseline;
+
+pub use algo::fixed_window::FixedWindow;
+pub use algo::sliding_log::SlidingLog;
+pub use algo::sliding_window::SlidingWindow;
+pub use algo::token_bucket::TokenBucket;
+pub use clock::{Clock, ManualClock};
+#[cfg(feature = "std")]
+pub use clock::{CoarseClock, MonotonicClock};
+pub use decision::Decision;
+pub use limiter::Limiter;
+pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

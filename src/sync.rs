@@ -1,0 +1,42 @@
+//! The only place tollgate takes its atomics from.
+//!
+//! Under `--cfg loom` every type here is loom's, so the model checker sees every load, store and
+//! compare-exchange the algorithms make, the manual clock's included. Otherwise `AtomicU64` comes
+//! from `portable-atomic`, which is the native instruction wherever the target has one (x86_64,
+//! aarch64) and a documented fallback where it does not (see the README's platform table).
+//!
+//! Nothing outside this module names `core::sync::atomic`, `portable_atomic` or `loom` directly.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+#[cfg(not(loom))]
+pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// Waits politely while another thread holds a short critical section.
+///
+/// Under loom a spin must yield to the scheduler, or the model never lets the holder finish.
+pub(crate) struct Backoff {
+    #[cfg(not(loom))]
+    inner: crossbeam_utils::Backoff,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff {
+            #[cfg(not(loom))]
+            inner: crossbeam_utils::Backoff::new(),
+        }
+    }
+
+    pub(crate) fn snooze(&self) {
+        #[cfg(loom)]
+        loom::thread::yield_now();
+        #[cfg(not(loom))]
+        self.inner.snooze();
+    }
+}
