@@ -1,0 +1,340 @@
+//! Sliding log: exact. An admission at `s` counts while `now - s < period`.
+//!
+//! # State words
+//!
+//! | word          | bits    | field    | meaning                                            |
+//! |---------------|---------|----------|----------------------------------------------------|
+//! | `seq`         | 1..=63  | `count`  | admissions ever made (`c`)                         |
+//! |               | 0       | `locked` | a writer is recording admissions                   |
+//! | `entries[i]`  | 0..=63  | `time`   | ns of admission `j` where `j % limit == i`         |
+//!
+//! The entries are a ring of the last `limit` admission times, allocated once (8 bytes each,
+//! as the Java seed `000` observes): admission `j` lives at `entries[j % limit]`. Times are
+//! non-decreasing along `j`, so the oldest entry still in the ring decides: `n` more may pass
+//! when admission `c + n - limit - 1` (the newest that `n` new entries would overwrite) has
+//! left the window.
+//!
+//! # Not lock-free: a per-limiter sequence lock
+//!
+//! Admitting writes `n` entries and the count: several words, so admissions serialize on the
+//! `locked` bit of `seq` (a spin lock with backoff, per limiter, never global). Denials do not
+//! take it: they read `seq`, the entries they need, and `seq` again (a seqlock read), and
+//! return if nothing changed, so a flood of denials writes nothing. A thread preempted while
+//! holding the lock delays that one limiter's admissions; the lock-free algorithms have no
+//! such pause. This is the price of exactness with `O(limit)` state; the sliding-window
+//! counter gives the same "never more than `limit` per `period`" bound lock-free, at the cost
+//! of keeping an admission up to `period / K` longer.
+//!
+//! # Orderings
+//!
+//! - lock: CAS `seq` even → odd with `Acquire`, then a `Release` fence before the entry
+//!   writes, so a reader that sees an entry written under the lock also sees `seq` odd.
+//! - unlock: store of the new even `seq` with `Release`, publishing the entries.
+//! - optimistic read: `seq` with `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq`
+//!   again `Relaxed`: equal and even means the entries read were one consistent state.
+//!
+//! # Time going backwards
+//!
+//! The limiter's now is `max(now, newest entry)`: entries are recorded in order and nothing
+//! expires early; admissions count from the later of the two times.
+
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::limiter::Limiter;
+use crate::quota::{Quota, QuotaError, HORIZON};
+use crate::sync::{fence, AtomicU64, Backoff, Ordering};
+
+#[cfg(not(feature = "std"))]
+use alloc::boxed::Box;
+#[cfg(not(feature = "std"))]
+use alloc::vec::Vec;
+
+const LOCKED: u64 = 1;
+
+/// The log's quota, in ns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogParams {
+    pub(crate) limit: u64,
+    pub(crate) period: u64,
+}
+
+impl LogParams {
+    /// The pure decision over `count` admissions whose times `time(j)` returns (for `j` in
+    /// the last `limit`). Returns the time to record `n` entries at, if admitted with `n > 0`.
+    #[inline]
+    pub(crate) fn decide(
+        &self,
+        count: u64,
+        time: impl Fn(u64) -> u64,
+        now_ns: u64,
+        n: u64,
+    ) -> (Decision, Option<u64>) {
+        let oldest = count.saturating_sub(self.limit);
+        let newest = if count > 0 { time(count - 1) } else { 0 };
+        let now = now_ns.min(HORIZON).max(newest);
+        // Entries are sorted: binary search for the first still in the window. (Saturating:
+        // an optimistic read may see a torn, unsorted ring; the seqlock discards it.)
+        let (mut lo, mut hi) = (oldest, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if now.saturating_sub(time(mid)) < self.period {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let live = count - lo;
+        let remaining = self.limit - live;
+        // Full capacity returns when the newest live entry leaves the window.
+        let reset = if live > 0 {
+            (newest + self.period).saturating_sub(now_ns)
+        } else {
+            0
+        };
+        if n > self.limit {
+            return (Decision::exceeds(remaining, reset), None);
+        }
+        if live + n <= self.limit {
+            if n == 0 {
+                return (Decision::allowed(remaining, reset), None);
+            }
+            let reset = (now + self.period).saturating_sub(now_ns);
+            return (Decision::allowed(remaining - n, reset), Some(now));
+        }
+        // The newest entry that n new ones would overwrite must leave the window first.
+        let pass_at = time(count + n - self.limit - 1) + self.period;
+        (Decision::denied(remaining, now_ns, pass_at, reset), None)
+    }
+}
+
+/// The sliding log without a clock: what a keyed map stores per key.
+#[derive(Debug)]
+pub(crate) struct SlidingLogCore {
+    seq: AtomicU64,
+    entries: Box<[AtomicU64]>,
+    params: LogParams,
+}
+
+impl SlidingLogCore {
+    /// Allocates the ring of `limit` entries, or says why it cannot.
+    pub(crate) fn try_new(quota: &Quota) -> Result<Self, QuotaError> {
+        let limit = quota.limit();
+        let too_large = QuotaError::LogTooLarge { limit };
+        let len = usize::try_from(limit).map_err(|_| too_large)?;
+        if len > isize::MAX as usize / 8 {
+            return Err(too_large);
+        }
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(len).map_err(|_| too_large)?;
+        entries.extend((0..len).map(|_| AtomicU64::new(0)));
+        Ok(SlidingLogCore {
+            seq: AtomicU64::new(0),
+            entries: entries.into_boxed_slice(),
+            params: LogParams {
+                limit,
+                period: quota.period_ns(),
+            },
+        })
+    }
+
+    #[inline]
+    fn time(&self, j: u64) -> u64 {
+        // Relaxed: validated by the seqlock (readers) or owned under the lock (writers).
+        self.entries[(j % self.params.limit) as usize].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
+        // Optimistic, read-only: decide on a consistent snapshot; only an admission locks.
+        // Acquire: pairs with the unlocking Release store, so the entries it published are seen.
+        let seq = self.seq.load(Ordering::Acquire);
+        if seq & LOCKED == 0 {
+            let (decision, write) = self.params.decide(seq >> 1, |j| self.time(j), now_ns, n);
+            // Acquire fence: the entry loads above happen before the re-check below.
+            fence(Ordering::Acquire);
+            // Relaxed: ordered by the fence; unchanged means no writer touched the entries.
+            if write.is_none() && self.seq.load(Ordering::Relaxed) == seq {
+                return decision;
+            }
+        }
+        self.acquire_locked(now_ns, n)
+    }
+
+    #[cold]
+    fn acquire_locked(&self, now_ns: u64, n: u64) -> Decision {
+        let backoff = Backoff::new();
+        let seq = loop {
+            // Relaxed: only a hint; the CAS below is the lock's acquire.
+            let seq = self.seq.load(Ordering::Relaxed);
+            if seq & LOCKED == 0 {
+                // Acquire: the previous holder's entries (published by its Release) are seen.
+                if self
+                    .seq
+                    .compare_exchange_weak(seq, seq | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break seq;
+                }
+            }
+            backoff.snooze();
+        };
+        // Release fence: a reader that sees any entry written below also sees seq odd.
+        fence(Ordering::Release);
+        let count = seq >> 1;
+        let (decision, write) = self.params.decide(count, |j| self.time(j), now_ns, n);
+        let new_seq = match write {
+            Some(time) => {
+                for j in count..count + n {
+                    // Relaxed: published by the Release unlock below.
+                    self.entries[(j % self.params.limit) as usize].store(time, Ordering::Relaxed);
+                }
+                (count + n) << 1
+            }
+            None => seq,
+        };
+        // Release: unlocks and publishes the entries.
+        self.seq.store(new_seq, Ordering::Release);
+        decision
+    }
+}
+
+/// The exact sliding-window log: an admission at `s` counts while `now - s < period`, so
+/// every window of length `period`, wherever it starts, holds at most `limit` admissions.
+///
+/// Memory: `8 × limit` bytes, allocated once. Denials are read-only; admissions take a short
+/// per-limiter lock (see the module notes): exactness over `limit` words costs that.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
+///
+/// let clock = ManualClock::new();
+/// let log = SlidingLog::with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone());
+/// for _ in 0..3 {
+///     assert!(log.try_acquire().is_allowed());
+///     clock.advance(Duration::from_millis(300));
+/// }
+/// let denied = log.try_acquire(); // at 900 ms: three in the last 2 s
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(1_100)));
+/// clock.advance(Duration::from_millis(1_100));
+/// assert!(log.try_acquire().is_allowed()); // the first left the window at 2 s
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Debug)]
+#[cfg(feature = "std")]
+pub struct SlidingLog<C = crate::MonotonicClock> {
+    core: SlidingLogCore,
+    clock: C,
+}
+
+/// The exact sliding-window log; see the std documentation.
+#[derive(Debug)]
+#[cfg(not(feature = "std"))]
+pub struct SlidingLog<C> {
+    core: SlidingLogCore,
+    clock: C,
+}
+
+#[cfg(feature = "std")]
+impl SlidingLog {
+    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock).
+    ///
+    /// # Panics
+    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
+    /// returns [`QuotaError::LogTooLarge`] instead.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota, SlidingLog};
+    /// let log = SlidingLog::new(Quota::per_second(100)?);
+    /// assert!(log.try_acquire().is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(quota: Quota) -> Self {
+        SlidingLog::with_clock(quota, crate::MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> SlidingLog<C> {
+    /// A sliding log that reads time from `clock`.
+    ///
+    /// # Panics
+    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
+    /// returns [`QuotaError::LogTooLarge`] instead.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, SlidingLog};
+    /// let log = SlidingLog::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// # let _ = log;
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        match SlidingLog::try_with_clock(quota, clock) {
+            Ok(log) => log,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A sliding log that reads time from `clock`, or [`QuotaError::LogTooLarge`] if its
+    /// `8 × limit` bytes cannot be allocated.
+    ///
+    /// # Errors
+    /// [`QuotaError::LogTooLarge`].
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, QuotaError, SlidingLog};
+    /// let year = std::time::Duration::from_secs(365 * 86_400);
+    /// let huge = Quota::new(1 << 47, year)?; // 1 PiB of log
+    /// assert!(matches!(
+    ///     SlidingLog::try_with_clock(huge, ManualClock::new()),
+    ///     Err(QuotaError::LogTooLarge { .. })
+    /// ));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        Ok(SlidingLog {
+            core: SlidingLogCore::try_new(&quota)?,
+            clock,
+        })
+    }
+}
+
+impl<C: Clock> Limiter for SlidingLog<C> {
+    #[inline]
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        self.core.acquire(self.clock.now_nanos(), n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::time::Duration;
+
+    #[test]
+    fn the_oldest_entry_decides() {
+        let p = LogParams {
+            limit: 2,
+            period: 10,
+        };
+        let log = [3u64, 7];
+        let (d, w) = p.decide(2, |j| log[j as usize % 2], 12, 1);
+        assert!(!d.is_allowed() && w.is_none());
+        assert_eq!(d.retry_after(), Some(Duration::from_nanos(1))); // 3 leaves at 13
+        let (d, w) = p.decide(2, |j| log[j as usize % 2], 13, 1);
+        assert!(d.is_allowed());
+        assert_eq!(w, Some(13));
+        assert_eq!(d.remaining(), 0);
+    }
+
+    #[test]
+    fn an_earlier_clock_records_at_the_newest_time() {
+        let p = LogParams {
+            limit: 3,
+            period: 10,
+        };
+        let log = [50u64, 0, 0];
+        let (d, w) = p.decide(1, |j| log[j as usize % 3], 20, 1);
+        assert!(d.is_allowed());
+        assert_eq!(w, Some(50));
+    }
+}

@@ -1,0 +1,233 @@
+//! Token bucket as GCRA: the whole state is one theoretical arrival time (TAT).
+//!
+//! # State word
+//!
+//! | bits   | field | meaning                                                              |
+//! |--------|-------|----------------------------------------------------------------------|
+//! | 0..=63 | `tat` | theoretical arrival time, in ticks of `1/scale` ns since clock zero  |
+//!
+//! The bucket at tick `now` holds `min(burst, (now + capacity - tat) / interval)` tokens, where
+//! `interval` is the ticks between two tokens and `capacity = burst × interval`. A fresh bucket
+//! has `tat = 0`: full. Taking `n` tokens moves `tat` to `max(tat, now) + n × interval`.
+//!
+//! Ticks make fractional rates exact: for 3 per 7 s, `scale = 3` and `interval = 7·10^9`
+//! ticks (7/3 s), so no rounding ever accumulates. `scale` is `limit / gcd(limit, period)`
+//! capped at 32 (see [`Quota::is_exact`](crate::Quota::is_exact)); with the horizon of 2^58 ns,
+//! `tat + n × interval < 2^63 + 2 × capacity ≤ 2^64` (capacity < 2^62): no overflow is possible.
+//!
+//! # Invariant
+//!
+//! `tat ≤ max(tat_before, now) + capacity` after every admission, so at any instant the
+//! admissions in `[t0, t1]` never exceed `burst + (t1 - t0) × limit / period` (rounded down).
+//!
+//! # Orderings
+//!
+//! `tat` is the only shared state and publishes nothing else: every access is `Relaxed`.
+//! Admissions are compare-exchanges on that one word, so they are totally ordered by its
+//! modification order and each one decided on the latest value (a stale load fails the
+//! compare-exchange). A denial decided on a stale, smaller `tat` is still right: `tat` only
+//! grows, so a later value would deny too.
+//!
+//! # Hot path
+//!
+//! One load and one compare-exchange to admit; one load to deny (nothing is written).
+//!
+//! # Time going backwards
+//!
+//! A `now` earlier than before reads as fewer tokens (the bucket is as it was at that earlier
+//! instant, minus nothing it has not earned): never more admissions, never a panic.
+
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::limiter::Limiter;
+use crate::quota::{GcraParams, Quota, HORIZON};
+use crate::sync::{AtomicU64, Ordering};
+
+/// What one request does to a bucket: the decision, and the new state if it must be written.
+pub(crate) type Step = (Decision, Option<u64>);
+
+/// The pure decision: state, now, cost → decision and new state. No atomics, no clock.
+#[inline]
+pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
+    let now = now_ns.min(HORIZON) * p.scale;
+    let base = tat.max(now);
+    let ticks_to_ns = |ticks: u64| ticks.div_ceil(p.scale);
+    if n > p.burst {
+        let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
+        return (Decision::exceeds(remaining, ticks_to_ns(base - now)), None);
+    }
+    // now ≤ 2^63 and every written tat ≤ (some now) + capacity, with capacity < 2^62 and
+    // n × interval ≤ capacity: new_tat < 2^63 + 2 × 2^62 = 2^64.
+    let new_tat = base + n * p.interval;
+    if new_tat - now <= p.capacity {
+        let remaining = (now + p.capacity - new_tat) / p.interval;
+        let write = (n != 0).then_some(new_tat);
+        (
+            Decision::allowed(remaining, ticks_to_ns(new_tat - now)),
+            write,
+        )
+    } else {
+        // Only when tat > now: the request passes once now ≥ new_tat - capacity.
+        let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
+        let pass_at = ticks_to_ns(new_tat - p.capacity);
+        (
+            Decision::denied(remaining, now_ns, pass_at, ticks_to_ns(base - now)),
+            None,
+        )
+    }
+}
+
+/// The lock-free bucket without a clock: what a keyed map stores per key.
+#[derive(Debug)]
+pub(crate) struct TokenBucketCore {
+    tat: AtomicU64,
+    params: GcraParams,
+}
+
+impl TokenBucketCore {
+    pub(crate) fn new(quota: &Quota) -> Self {
+        let params = quota.gcra().expect("a validated quota has GCRA parameters");
+        TokenBucketCore {
+            tat: AtomicU64::new(0),
+            params,
+        }
+    }
+
+    /// The compare-exchange loop around [`decide`].
+    #[inline]
+    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
+        // Relaxed: see the module's orderings.
+        let mut tat = self.tat.load(Ordering::Relaxed);
+        loop {
+            let (decision, write) = decide(&self.params, tat, now_ns, n);
+            let Some(new_tat) = write else {
+                return decision;
+            };
+            // Relaxed: the CAS orders admissions on this one word; nothing else is published.
+            match self
+                .tat
+                .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return decision,
+                Err(current) => tat = current,
+            }
+        }
+    }
+}
+
+/// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
+/// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.
+///
+/// A fresh bucket is full; an idle bucket refills to its capacity and no further.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+///
+/// let clock = ManualClock::new();
+/// let bucket = TokenBucket::with_clock(Quota::per_second(5)?, clock.clone());
+/// let passed = (0..10).filter(|_| bucket.try_acquire().is_allowed()).count();
+/// assert_eq!(passed, 5); // the burst
+/// clock.advance(Duration::from_millis(200));
+/// assert!(bucket.try_acquire().is_allowed()); // one token per 200 ms
+/// assert!(!bucket.try_acquire().is_allowed());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Debug)]
+#[cfg(feature = "std")]
+pub struct TokenBucket<C = crate::MonotonicClock> {
+    core: TokenBucketCore,
+    clock: C,
+}
+
+/// A lock-free token bucket (GCRA); see the std documentation.
+#[derive(Debug)]
+#[cfg(not(feature = "std"))]
+pub struct TokenBucket<C> {
+    core: TokenBucketCore,
+    clock: C,
+}
+
+#[cfg(feature = "std")]
+impl TokenBucket {
+    /// A bucket on the default [`MonotonicClock`](crate::MonotonicClock).
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota, TokenBucket};
+    /// let bucket = TokenBucket::new(Quota::per_second(100)?);
+    /// assert!(bucket.try_acquire().is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(quota: Quota) -> Self {
+        TokenBucket::with_clock(quota, crate::MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> TokenBucket<C> {
+    /// A bucket that reads time from `clock`.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, TokenBucket};
+    /// let bucket = TokenBucket::with_clock(Quota::per_minute(60)?, ManualClock::new());
+    /// # let _ = bucket;
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        TokenBucket {
+            core: TokenBucketCore::new(&quota),
+            clock,
+        }
+    }
+}
+
+impl<C: Clock> Limiter for TokenBucket<C> {
+    #[inline]
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        self.core.acquire(self.clock.now_nanos(), n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::time::Duration;
+
+    fn params(limit: u64, period: Duration) -> GcraParams {
+        Quota::new(limit, period).unwrap().gcra().unwrap()
+    }
+
+    #[test]
+    fn decide_takes_the_whole_burst_then_denies() {
+        let p = params(5, Duration::from_secs(1));
+        let mut tat = 0;
+        for left in (0..5).rev() {
+            let (d, w) = decide(&p, tat, 0, 1);
+            assert!(d.is_allowed());
+            assert_eq!(d.remaining(), left);
+            tat = w.unwrap();
+        }
+        let (d, w) = decide(&p, tat, 0, 1);
+        assert!(!d.is_allowed() && w.is_none());
+        assert_eq!(d.retry_after(), Some(Duration::from_millis(200)));
+        assert_eq!(d.reset_after(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn decide_zero_cost_never_writes() {
+        let p = params(5, Duration::from_secs(1));
+        let (d, w) = decide(&p, 0, 0, 0);
+        assert!(d.is_allowed() && w.is_none());
+        assert_eq!(d.remaining(), 5);
+    }
+
+    #[test]
+    fn decide_clamps_time_at_the_horizon() {
+        let p = params(1, Duration::from_secs(1));
+        let (d, w) = decide(&p, 0, u64::MAX, 1);
+        assert!(d.is_allowed());
+        let (d, _) = decide(&p, w.unwrap(), u64::MAX, 1);
+        // Time stands still at the horizon: the next token would come after it.
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), None);
+    }
+}
