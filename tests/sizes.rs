@@ -1,0 +1,16 @@
+//! The sizes the README states, kept honest.
+
+use std::mem::size_of;
+
+use tollgate::{Decision, FixedWindow, SlidingLog, SlidingWindow, TokenBucket};
+
+#[test]
+fn sizes_match_the_readme() {
+    assert_eq!(size_of::<Decision>(), 24);
+    assert_eq!(size_of::<TokenBucket>(), 48);
+    assert_eq!(size_of::<FixedWindow>(), 40);
+    // Plus 8 × (K + 1) bytes of ring on the heap (72 with the default K = 8).
+    assert_eq!(size_of::<SlidingWindow>(), 64);
+    // Plus 8 × limit bytes of log on the heap.
+    assert_eq!(size_of::<SlidingLog>(), 48);
+}
