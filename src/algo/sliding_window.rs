@@ -154,11 +154,12 @@ impl Geometry {
             );
         }
         // Denied: slot e stops counting when slot e + k + 1 begins; find the first moment
-        // enough has left.
+        // enough has left. (Saturating: a denial may read ring entries that movers are
+        // writing concurrently; it decides on a snapshot that may be stale, never unsafe.)
         let mut left = total;
         let mut pass_at = (cur + 1) * p.len;
         for e in first..=cur {
-            left -= count_of(e);
+            left = left.saturating_sub(count_of(e));
             if left + n <= p.limit {
                 pass_at = (e + k + 1) * p.len;
                 break;
