@@ -357,4 +357,40 @@ mod std_clocks {
             inner.high_water.fix(super::duration_to_nanos(since))
         }
     }
+
+    #[cfg(all(test, not(miri)))]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_reading_behind_the_mark_returns_the_mark() {
+            let hw = HighWater::new();
+            assert_eq!(hw.fix(100_000), 100_000); // publishes: 100 µs ahead of 0
+            assert_eq!(hw.fix(90_000), 100_000); // a core whose TSC is 10 µs behind
+            assert_eq!(hw.fix(100_001), 100_001);
+        }
+
+        #[test]
+        fn readings_step_back_at_most_the_publishing_granule() {
+            let hw = HighWater::new();
+            let _ = hw.fix(1_000_000);
+            let ahead = hw.fix(1_000_000 + PUBLISH_EVERY_NS - 1); // not published
+            let behind = hw.fix(990_000);
+            assert_eq!(behind, 1_000_000);
+            assert!(ahead - behind < PUBLISH_EVERY_NS);
+            let published = hw.fix(1_000_000 + PUBLISH_EVERY_NS);
+            assert_eq!(hw.fix(0), published);
+        }
+
+        #[test]
+        fn the_monotonic_clock_never_reads_backwards_on_one_thread() {
+            let clock = MonotonicClock::new();
+            let mut last = clock.now_nanos();
+            for _ in 0..10_000 {
+                let now = clock.now_nanos();
+                assert!(now + PUBLISH_EVERY_NS > last);
+                last = last.max(now);
+            }
+        }
+    }
 }
