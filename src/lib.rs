@@ -42,10 +42,21 @@
 //!
 //! Time comes from a [`Clock`]: [`MonotonicClock`] (quanta's TSC, made monotone) by default,
 //! [`CoarseClock`] for cheaper 1 ms-precision reads, [`ManualClock`] for tests that never sleep.
+//!
+//! ## Without std
+//!
+//! With `default-features = false` the four limiters, [`Quota`], [`Decision`], [`Clock`] and
+//! [`ManualClock`] build on `no_std` + `alloc` (the sliding window's ring and the sliding log's
+//! entries are allocated once). The std clocks, the mutex twins and `std::error::Error` need
+//! the `std` feature; without it a limiter takes its clock explicitly (`with_clock`), e.g. your
+//! own [`Clock`] over a hardware timer. 64-bit atomics come from `portable-atomic`: native on
+//! 64-bit targets, lock-based on 32-bit ones (see the README's platform table); on a target
+//! without compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
+//! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 
-#[cfg(not(feature = "std"))]
+// The sliding window's ring and the sliding log's entries are boxed slices, with or without std.
 extern crate alloc;
 
 mod algo;
