@@ -50,8 +50,8 @@
 //! entries are allocated once). The std clocks, the mutex twins and `std::error::Error` need
 //! the `std` feature; without it a limiter takes its clock explicitly (`with_clock`), e.g. your
 //! own [`Clock`] over a hardware timer. 64-bit atomics come from `portable-atomic`: native on
-//! 64-bit targets, lock-based on 32-bit ones (see the README's platform table); on a target
-//! without compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
+//! 64-bit targets, lock-based where the target has no 64-bit compare-and-swap (thumbv7em,
+//! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]

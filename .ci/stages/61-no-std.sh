@@ -4,7 +4,8 @@
 #                                fallback (a global seqlock; 32-bit CAS is native)
 #   riscv32imc-unknown-none-elf  (no A extension, no CAS at all): every atomic operation in a
 #                                critical section (tollgate's `critical-section` feature)
-# 1. clippy on the no_std library (host and both targets), so no_std stays warning-free;
+# 1. clippy on the no_std library (host and both targets), so no_std stays warning-free, and
+#    the library's unit tests on the host with the std feature off;
 # 2. the library built for each target as a user would (rlib);
 # 3. .ci/no-std-check: a freestanding binary that links the core (with a global allocator, and
 #    a critical-section implementation on riscv32), built for each target and run under
@@ -29,7 +30,9 @@ features() { # the features a user of tollgate on this target enables
   esac
 }
 
+echo "--- host: clippy and the unit tests of the library without std"
 cargo clippy --no-default-features --lib -- -D warnings
+cargo test --no-default-features --lib
 for t in "${targets[@]}"; do
   echo "--- ${t}: clippy and build of the library"
   cargo clippy --no-default-features "$(features "$t")" --lib --target "$t" -- -D warnings
