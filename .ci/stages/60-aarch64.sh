@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (unit, integration and doc tests) built for aarch64-unknown-linux-gnu and
-# run under qemu-user: ARM's weaker memory model is where a wrong `Relaxed` would show, and
-# quanta reads CNTVCT_EL0 there instead of the TSC.
+# run under qemu-user: the ARM code generation (LSE/LL-SC atomics, quanta reading CNTVCT_EL0
+# instead of the TSC) gives the same decisions as on x86. It cannot catch a too-weak memory
+# ordering: qemu on an x86 host keeps the host's stronger ordering; loom checks the orderings.
 #
 # Linker and runner come from .cargo/config.toml ([target.aarch64-unknown-linux-gnu]). Doc tests
 # run under qemu too: since Rust 1.89 cargo cross-compiles doc tests and hands rustdoc the
