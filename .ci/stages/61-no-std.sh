@@ -10,7 +10,8 @@
 # 3. .ci/no-std-check: a freestanding binary that links the core (with a global allocator, and
 #    a critical-section implementation on riscv32), built for each target and run under
 #    qemu-user: it drives the four limiters from a static ManualClock and exits 0 only if every
-#    check held. That is a smoke test of the linked code, not the test suite (which needs std).
+#    check held. That is a smoke test of the linked code, not the test suite (which needs std);
+#    qemu-arm user mode runs the Thumb-2 code on an A-profile CPU, not on a Cortex-M board.
 #
 # Budget: ≤ 3 min. Installs what it needs on a fresh machine.
 set -euo pipefail
