@@ -11,7 +11,8 @@
 //! and never hands out capacity it did not have (see each algorithm's "time going backwards").
 
 #[cfg(feature = "std")]
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::Arc;
+use crate::sync::{AtomicU64, Ordering};
 use core::time::Duration;
 
 /// A source of time for limiters: nanoseconds since the clock's own zero.
@@ -54,8 +55,9 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
 }
 
-#[cfg(feature = "std")]
-impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+// `alloc::sync::Arc` is `std::sync::Arc`; it exists only where the target has pointer-sized CAS.
+#[cfg(target_has_atomic = "ptr")]
+impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
@@ -71,11 +73,12 @@ pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
 /// A clock the test moves by hand. Starts at zero; clones share one time.
 ///
 /// Nothing sleeps: tests advance it, or `set` it anywhere, backwards included, to check that a
-/// limiter survives a clock that steps back.
+/// limiter survives a clock that steps back. A `&ManualClock` is a [`Clock`] too, so limiters
+/// can also share one by reference.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::{Clock, ManualClock};
+/// use tollgate::{Clock, Limiter, ManualClock, Quota, TokenBucket};
 ///
 /// let clock = ManualClock::new();
 /// let shared = clock.clone();
@@ -83,35 +86,35 @@ pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
 /// assert_eq!(shared.now(), Duration::from_secs(2));
 /// shared.set(Duration::from_millis(500)); // backwards
 /// assert_eq!(clock.now(), Duration::from_millis(500));
+///
+/// // By reference: the form that also works without the `std` feature.
+/// let bucket = TokenBucket::with_clock(Quota::per_second(1)?, &clock);
+/// assert!(bucket.try_acquire().is_allowed());
+/// assert!(!bucket.try_acquire().is_allowed());
+/// clock.advance(Duration::from_secs(1));
+/// assert!(bucket.try_acquire().is_allowed());
+/// # Ok::<(), tollgate::QuotaError>(())
 /// ```
+///
+/// Without the `std` feature a `ManualClock` owns its counter: it is not `Clone` (a copy would
+/// not share time), [`ManualClock::new`] is a `const fn`, and limiters share it by reference,
+/// often from a `static`: `static CLOCK: ManualClock = ManualClock::new();` then
+/// `TokenBucket::with_clock(quota, &CLOCK)` (CI links and runs exactly that on two 32-bit
+/// targets, see `.ci/no-std-check`).
 #[derive(Clone, Debug)]
 #[cfg(feature = "std")]
 pub struct ManualClock {
     nanos: Arc<AtomicU64>,
 }
 
-/// A clock the test moves by hand (`no_std` form: clones share one time through a `'static`
-/// reference; see the std form for the full description).
-#[derive(Clone, Copy, Debug)]
+/// A clock the test moves by hand (`no_std` form: it owns its counter; share it by reference,
+/// `&ManualClock` is a [`Clock`]). See the std form for the full description.
+#[derive(Debug)]
 #[cfg(not(feature = "std"))]
 pub struct ManualClock {
-    nanos: &'static crate::sync::AtomicU64,
+    nanos: AtomicU64,
 }
 
-#[cfg(not(feature = "std"))]
-impl ManualClock {
-    /// A manual clock over a `'static` counter, which starts wherever the counter is.
-    ///
-    /// ```ignore
-    /// static TIME: portable_atomic::AtomicU64 = portable_atomic::AtomicU64::new(0);
-    /// let clock = tollgate::ManualClock::from_static(&TIME);
-    /// ```
-    pub const fn from_static(nanos: &'static crate::sync::AtomicU64) -> ManualClock {
-        ManualClock { nanos }
-    }
-}
-
-#[cfg(feature = "std")]
 impl Default for ManualClock {
     fn default() -> Self {
         ManualClock::new()
@@ -129,6 +132,17 @@ impl ManualClock {
     pub fn new() -> ManualClock {
         ManualClock {
             nanos: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+#[cfg(not(feature = "std"))]
+impl ManualClock {
+    /// A clock at zero; `const`, so it can live in a `static`:
+    /// `static CLOCK: ManualClock = ManualClock::new();`, shared as `&CLOCK`.
+    pub const fn new() -> ManualClock {
+        ManualClock {
+            nanos: AtomicU64::new(0),
         }
     }
 }

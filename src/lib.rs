@@ -42,10 +42,24 @@
 //!
 //! Time comes from a [`Clock`]: [`MonotonicClock`] (quanta's TSC, made monotone) by default,
 //! [`CoarseClock`] for cheaper 1 ms-precision reads, [`ManualClock`] for tests that never sleep.
+//!
+//! ## Without std
+//!
+//! With `default-features = false` the four limiters, [`Quota`], [`Decision`], [`Clock`] and
+//! [`ManualClock`] build on `no_std` + `alloc` (the sliding window's ring and the sliding log's
+//! entries are allocated once). The std clocks, the mutex twins and `std::error::Error` need
+//! the `std` feature; without it a limiter takes its clock explicitly (`with_clock`), e.g. your
+//! own [`Clock`] over a hardware timer. 64-bit atomics come from `portable-atomic`: native on
+//! 64-bit targets, lock-based where the target has no 64-bit compare-and-swap (thumbv7em,
+//! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
+//! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
+// The docs link to the std-only items (MonotonicClock, baseline); without std those links
+// have no target, and only then.
+#![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 #![warn(missing_docs)]
 
-#[cfg(not(feature = "std"))]
+// The sliding window's ring and the sliding log's entries are boxed slices, with or without std.
 extern crate alloc;
 
 mod algo;

@@ -14,7 +14,9 @@ pub(crate) use loom::sync::Arc;
 
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
-#[cfg(not(loom))]
+// Only the std clocks share state through an `Arc`; the no_std core never allocates one, so it
+// also builds where `alloc::sync::Arc` does not exist (targets without atomic CAS).
+#[cfg(all(not(loom), feature = "std"))]
 pub(crate) use std::sync::Arc;
 
 /// Waits politely while another thread holds a short critical section.
