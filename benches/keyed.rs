@@ -1,0 +1,2 @@
+//! Placeholder; the keyed bench follows.
+fn main() {}
