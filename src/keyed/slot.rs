@@ -14,21 +14,33 @@
 //! A slot is an enum over the algorithms' clock-less cores; every variant starts with the same
 //! 32-bit state word, which shares the enum's first 8 bytes with the tag:
 //!
-//! | bytes | field   | meaning                                                         |
-//! |-------|---------|-----------------------------------------------------------------|
-//! | 0     | tag     | which algorithm (the enum discriminant)                         |
-//! | 4..8  | `state` | `LIVE = 0`, `EVICTING = 1`, `EVICTED = 2` (below)               |
-//! | 8..48 | core    | `TokenBucketCore` (40 B) or `FixedWindowCore` (32 B) inline; the |
-//! |       |         | sliding window and log, which own heap rings anyway, boxed (8 B) |
+//! | bytes | field   | meaning                                                          |
+//! |-------|---------|------------------------------------------------------------------|
+//! | 0     | tag     | which algorithm (the enum discriminant)                          |
+//! | 4..8  | `state` | the eviction state word (below)                                  |
+//! | 8..48 | core    | `TokenBucketCore` (40 B) or `FixedWindowCore` (32 B) inline; the  |
+//! |       |         | sliding window and log, which own heap rings anyway, boxed (8 B)  |
 //!
 //! 48 bytes in all (checked by a unit test); the rest of the state words are the core's own.
 //!
-//! | `state`    | set by                                   | means                            |
-//! |------------|------------------------------------------|----------------------------------|
-//! | `LIVE`     | creation; an evictor that backs off; a   | requests decide on this core     |
-//! |            | requester that cancels an eviction       |                                  |
-//! | `EVICTING` | an evictor, CAS from `LIVE`              | an evictor is re-checking        |
-//! | `EVICTED`  | the evictor, CAS from `EVICTING`         | final: the entry is being removed |
+//! ## State word
+//!
+//! | bits  | field   | meaning                                                           |
+//! |-------|---------|-------------------------------------------------------------------|
+//! | 0..2  | `phase` | `LIVE = 0`, `EVICTING = 1`, `EVICTED = 2`                         |
+//! | 2..32 | `round` | eviction attempts on this slot so far, wrapping at 2^30           |
+//!
+//! | phase      | set by                                             | means                   |
+//! |------------|----------------------------------------------------|-------------------------|
+//! | `LIVE`     | creation; an evictor backing off; a requester      | requests decide here    |
+//! |            | cancelling an eviction                             |                         |
+//! | `EVICTING` | an evictor, CAS from `LIVE`, with `round + 1`      | that evictor re-checks  |
+//! | `EVICTED`  | that evictor, CAS from its own `EVICTING`          | final: being removed    |
+//!
+//! The round makes each `EVICTING` value unique to one evictor: without it, an evictor whose
+//! attempt a requester cancelled could later complete a *newer* evictor's `EVICTING` with its
+//! own stale freshness check (ABA). loom found exactly that with two sweeps and a request.
+//! A wrap needs 2^30 eviction attempts on one slot while one evictor stalls mid-attempt.
 //!
 //! # Protocol
 //!
@@ -38,16 +50,17 @@
 //! 2. an admission then does `state.fetch_add(0, Release)`: an RMW, so it reads the latest
 //!    state in the word's modification order, and it publishes the core write to any evictor
 //!    whose CAS comes later in that order;
-//! 3. `LIVE`: done. `EVICTING`: cancel the eviction by CAS `EVICTING → LIVE`; success, or a
-//!    failure that reads `LIVE`, means the admission stays on this core: done. `EVICTED` (read
-//!    directly or by the failed cancel): the admission may be on an orphan: remove the entry
-//!    (helping the evictor) and redo the whole request on the key's new limiter.
+//! 3. `LIVE`: done. `EVICTING`: cancel that attempt by CAS to `LIVE` (same round); success, or
+//!    a failure that reads anything but `EVICTED`, means the admission stays on this core (a
+//!    newer attempt's CAS came after the RMW, so it sees the admission): done. `EVICTED`
+//!    (read directly or by the failed cancel): the admission may be on an orphan: remove the
+//!    entry (helping the evictor) and redo the whole request on the key's new limiter.
 //!
 //! Evictor (for each entry, at the map's now):
-//! 1. pre-filter: state `LIVE` and core fresh (read-only loads; just a hint);
-//! 2. CAS `LIVE → EVICTING` with `Acquire`;
-//! 3. re-check freshness; fresh: CAS `EVICTING → EVICTED`, and on success remove the entry;
-//!    not fresh: CAS `EVICTING → LIVE` (back off). A failed final CAS means a requester
+//! 1. pre-filter: phase `LIVE` and core fresh (read-only loads; just a hint);
+//! 2. CAS `(round, LIVE) → (round + 1, EVICTING)` with `Acquire`;
+//! 3. re-check freshness; fresh: CAS its `EVICTING` value to `EVICTED`, and on success remove
+//!    the entry; not fresh: CAS it back to `LIVE`. A failed final CAS means a requester
 //!    cancelled: the key stays.
 //!
 //! # Why no request is lost
@@ -58,15 +71,16 @@
 //!   requester's core write happens-before the evictor's re-check, which sees the admission
 //!   (not fresh: it backs off), unless the admission has already expired at the evictor's now
 //!   (then the limiter really is as good as new; the requester redoes, see below);
-//! - the CAS first: the requester's RMW reads `EVICTING` or `EVICTED` and either cancels the
-//!   eviction or redoes its admission on the new limiter.
+//! - the CAS first: the requester's RMW reads that attempt's `EVICTING` (or `EVICTED`) and
+//!   either cancels it or redoes its admission on the new limiter.
 //!
 //! So an admission is always recorded on the limiter that stays in the map. At one instant it
 //! is recorded exactly once. Across instants, a request that raced the eviction of a key whose
 //! admissions had all expired by the evictor's now may be counted a second time on the new
 //! limiter: a conservative error (a unit taken, never one handed out), only in that double race.
 //! Denials write nothing, so they need no check: a denial by an orphan is a denial the key's
-//! limiter gave at the requester's now.
+//! limiter gave at the requester's now (a requester that redoes never returns to the orphan:
+//! it removes it from the map first).
 //!
 //! The loom model in `loom-tests/tests/keyed_slot.rs` checks this with 2–3 threads, with the map
 //! replaced by a one-entry cell, and catches two planted broken variants.
@@ -75,7 +89,7 @@
 //!
 //! - requester RMW: `Release` (publishes its core write); its value is the latest by RMW
 //!   atomicity, so no `Acquire` is needed: nothing is read through it.
-//! - requester cancel CAS: `Relaxed`: it only decides who wins `EVICTING`.
+//! - requester cancel CAS: `Relaxed`: it only decides who wins that `EVICTING`.
 //! - evictor pre-filter load: `Relaxed`: a hint, the CAS decides.
 //! - evictor `LIVE → EVICTING`: `Acquire` on success: synchronizes with the requesters' RMWs.
 //! - evictor `EVICTING → EVICTED / LIVE`: `Relaxed`: they publish nothing; the entry's removal
@@ -96,6 +110,19 @@ use super::Algorithm;
 const LIVE: u32 = 0;
 const EVICTING: u32 = 1;
 const EVICTED: u32 = 2;
+const PHASE: u32 = 0b11;
+const ROUND: u32 = 1 << 2;
+
+#[inline]
+fn phase(state: u32) -> u32 {
+    state & PHASE
+}
+
+/// The same round in another phase.
+#[inline]
+fn with_phase(state: u32, phase: u32) -> u32 {
+    state & !PHASE | phase
+}
 
 /// One key's limiter: the slot state word and the algorithm's core (see the module docs).
 #[derive(Debug)]
@@ -179,25 +206,28 @@ impl Slot {
     /// Step 2–3 of the requester: is the admission just written on the map's limiter?
     #[inline]
     fn confirm(&self, decision: Decision) -> Attempt {
-        let state = self.state();
         // Release: publishes the core write to an evictor whose CAS follows in the word's
         // modification order; as an RMW it reads the latest state, so no Acquire is needed.
-        match state.fetch_add(0, Ordering::Release) {
+        let state = self.state().fetch_add(0, Ordering::Release);
+        match phase(state) {
             LIVE => Attempt::Decided(decision),
-            EVICTING => self.cancel_eviction(decision),
+            EVICTING => self.cancel_eviction(state, decision),
             _ => Attempt::Evicted,
         }
     }
 
     #[cold]
-    fn cancel_eviction(&self, decision: Decision) -> Attempt {
-        // Relaxed: it only decides whether the evictor or this requester wins `EVICTING`.
-        match self
-            .state()
-            .compare_exchange(EVICTING, LIVE, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) | Err(LIVE) => Attempt::Decided(decision),
-            Err(_) => Attempt::Evicted,
+    fn cancel_eviction(&self, evicting: u32, decision: Decision) -> Attempt {
+        // Relaxed: it only decides whether that evictor or this requester wins its attempt.
+        match self.state().compare_exchange(
+            evicting,
+            with_phase(evicting, LIVE),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Err(now) if phase(now) == EVICTED => Attempt::Evicted,
+            // Cancelled, backed off, or a newer attempt that began after our RMW (it sees us).
+            _ => Attempt::Decided(decision),
         }
     }
 
@@ -205,27 +235,30 @@ impl Slot {
     pub(crate) fn try_evict(&self, now_ns: u64) -> bool {
         let state = self.state();
         // Relaxed: a cheap pre-filter; the CAS below decides.
-        if state.load(Ordering::Relaxed) != LIVE || !self.is_fresh(now_ns) {
+        let live = state.load(Ordering::Relaxed);
+        if phase(live) != LIVE || !self.is_fresh(now_ns) {
             return false;
         }
+        let evicting = with_phase(live.wrapping_add(ROUND), EVICTING);
         // Acquire: reads from the release sequence of the requesters' RMWs that precede it,
         // so their core writes are visible to the re-check below.
         if state
-            .compare_exchange(LIVE, EVICTING, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(live, evicting, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             return false;
         }
-        if self.is_fresh(now_ns) {
-            // Relaxed: publishes nothing; a requester that loses retries through the map.
-            state
-                .compare_exchange(EVICTING, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        let (next, evicted) = if self.is_fresh(now_ns) {
+            (with_phase(evicting, EVICTED), true)
         } else {
-            // Relaxed: backing off publishes nothing; failure means a requester cancelled.
-            let _ = state.compare_exchange(EVICTING, LIVE, Ordering::Relaxed, Ordering::Relaxed);
-            false
-        }
+            (with_phase(evicting, LIVE), false)
+        };
+        // Relaxed: publishes nothing (a requester that loses retries through the map);
+        // failure means a requester cancelled this attempt.
+        let done = state
+            .compare_exchange(evicting, next, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        evicted && done
     }
 }
 
@@ -275,11 +308,19 @@ pub mod loom_model {
                 return self.0.try_evict(now_ns);
             }
             let state = self.0.state();
-            if !self.0.is_fresh(now_ns) {
+            // Relaxed: as the real pre-filter.
+            let live = state.load(Ordering::Relaxed);
+            if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
                 return false;
             }
+            // Acquire: as the real mark; but nothing is checked after it.
             state
-                .compare_exchange(LIVE, EVICTED, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(
+                    live,
+                    with_phase(live, EVICTED),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
         }
     }
@@ -314,9 +355,9 @@ mod tests {
     #[test]
     fn a_requester_cancels_an_eviction_in_progress() {
         let slot = Slot::new(Algorithm::TokenBucket, &Quota::per_second(1).unwrap()).unwrap();
-        slot.state().store(EVICTING, Ordering::Relaxed);
+        slot.state().store(ROUND | EVICTING, Ordering::Relaxed);
         // The evictor's re-check has not run: the requester keeps its admission by cancelling.
         assert!(matches!(slot.acquire(0, 1), Attempt::Decided(d) if d.is_allowed()));
-        assert_eq!(slot.state().load(Ordering::Relaxed), LIVE);
+        assert_eq!(slot.state().load(Ordering::Relaxed), ROUND | LIVE);
     }
 }
