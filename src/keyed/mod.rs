@@ -152,6 +152,7 @@ pub struct KeyedBuilder<K, S = KeyHasher> {
     quota: Quota,
     hasher: S,
     bound: Option<(NonZeroUsize, WhenFull)>,
+    capacity: usize,
     _key: core::marker::PhantomData<fn(K)>,
 }
 
@@ -172,6 +173,7 @@ impl<K, S> KeyedBuilder<K, S> {
             quota: self.quota,
             hasher,
             bound: self.bound,
+            capacity: self.capacity,
             _key: core::marker::PhantomData,
         }
     }
@@ -197,6 +199,22 @@ impl<K, S> KeyedBuilder<K, S> {
     /// ```
     pub fn max_keys(mut self, max_keys: NonZeroUsize, when_full: WhenFull) -> Self {
         self.bound = Some((max_keys, when_full));
+        self
+    }
+
+    /// Make room for `keys` keys up front, so that the map does not grow (and copy itself)
+    /// while the first `keys` keys arrive. Only a hint: the map grows past it as needed.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<u64>::builder(Algorithm::TokenBucket, Quota::per_second(5)?)
+    ///     .capacity(10_000)
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert!(l.is_empty());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn capacity(mut self, keys: usize) -> Self {
+        self.capacity = keys;
         self
     }
 
@@ -241,7 +259,10 @@ impl<K, S> KeyedBuilder<K, S> {
         // its key is first seen).
         Slot::new(self.algorithm, &self.quota)?;
         Ok(KeyedLimiter {
-            map: papaya::HashMap::builder().hasher(self.hasher).build(),
+            map: papaya::HashMap::builder()
+                .hasher(self.hasher)
+                .capacity(self.capacity)
+                .build(),
             algorithm: self.algorithm,
             quota: self.quota,
             clock,
@@ -331,6 +352,7 @@ impl<K: Hash + Eq> KeyedLimiter<K> {
             quota,
             hasher: KeyHasher::default(),
             bound: None,
+            capacity: 0,
             _key: core::marker::PhantomData,
         }
     }
@@ -504,6 +526,10 @@ where
                 evicted += 1;
             }
         }
+        drop(map);
+        // Hand the removed entries (and any table a resize left behind) to the epoch
+        // collector now, rather than when this thread's batch happens to fill up.
+        papaya::Guard::flush(&self.map.guard());
         evicted
     }
 
