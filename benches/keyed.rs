@@ -12,7 +12,8 @@
 //! - `keyed/million_keys`: 1,000,000 keys made up front, requests on keys drawn at random
 //!   (a fixed xorshift sequence, the same for both): cache misses dominate;
 //! - `keyed/threads`: requests on disjoint keys (1,024 per thread) from 1 and from 2 threads;
-//!   throughput in requests per second, so the ratio is the scaling.
+//!   throughput in requests per second, so the ratio is the scaling. `control_unkeyed` runs
+//!   one plain bucket per thread the same way: its scaling is what the machine allows then.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota as GovQuota, RateLimiter};
-use tollgate::{Algorithm, KeyedLimiter, Quota};
+use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
 
 /// Never denies at the request rates of a benchmark: both limiters take their admission path.
 const RATE: u32 = 1_000_000_000;
@@ -126,6 +127,26 @@ fn million_keys(c: &mut Criterion) {
     g.finish();
 }
 
+/// `iters` requests on each of `n` threads, started together: the wall time.
+fn on_threads(n: u64, iters: u64, request: impl Fn(u64, u64) + Sync) -> Duration {
+    let start = Barrier::new(n as usize + 1);
+    std::thread::scope(|s| {
+        for t in 0..n {
+            let (start, request) = (&start, &request);
+            s.spawn(move || {
+                start.wait();
+                for i in 0..iters {
+                    request(t, i);
+                }
+            });
+        }
+        start.wait();
+        // The scope joins the threads before returning.
+        Instant::now()
+    })
+    .elapsed()
+}
+
 fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed/threads");
     g.warm_up_time(Duration::from_secs(1))
@@ -137,32 +158,32 @@ fn threads(c: &mut Criterion) {
             let _ = limiter.try_acquire(&(t << 32 | k));
         }
     }
+    // The control: one plain (unkeyed) bucket per thread, nothing shared but the clock. How
+    // well it scales is what the machine allows at the time of the run.
+    let buckets = [TokenBucket::new(quota()), TokenBucket::new(quota())];
     for threads in [1u64, 2] {
+        // One iteration: one request on each thread, on that thread's own keys.
         g.throughput(Throughput::Elements(threads));
         g.bench_with_input(
             BenchmarkId::new("disjoint_keys", threads),
             &threads,
             |b, &n| {
-                // One iteration: one request on each thread, on that thread's own keys.
                 b.iter_custom(|iters| {
-                    let start = Barrier::new(n as usize + 1);
-                    std::thread::scope(|s| {
-                        for t in 0..n {
-                            let (limiter, start) = (&limiter, &start);
-                            s.spawn(move || {
-                                start.wait();
-                                for i in 0..iters {
-                                    let key = t << 32 | (i % KEYS_PER_THREAD);
-                                    black_box(limiter.try_acquire(&key).is_allowed());
-                                }
-                            });
-                        }
-                        start.wait();
-                        let began = Instant::now();
-                        // The scope joins the threads before returning.
-                        began
+                    on_threads(n, iters, |t, i| {
+                        let key = t << 32 | (i % KEYS_PER_THREAD);
+                        black_box(limiter.try_acquire(&key).is_allowed());
                     })
-                    .elapsed()
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("control_unkeyed", threads),
+            &threads,
+            |b, &n| {
+                b.iter_custom(|iters| {
+                    on_threads(n, iters, |t, _| {
+                        black_box(buckets[t as usize].try_acquire().is_allowed());
+                    })
                 })
             },
         );
