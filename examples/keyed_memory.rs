@@ -144,6 +144,23 @@ fn main() {
         });
         row(&format!("tollgate {algorithm:?}, presized"), result);
     }
+    // The hit path allocates nothing: requests on existing keys, every algorithm.
+    for algorithm in Algorithm::ALL {
+        let limiter = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, ManualClock::new())
+            .expect("a valid quota");
+        for key in 0..1_000 {
+            let _ = limiter.try_acquire(&key);
+        }
+        let blocks = live().1;
+        for round in 0..10 {
+            for key in 0..1_000 {
+                let _ = limiter.try_acquire_n(&key, round % 2);
+            }
+        }
+        let allocated = live().1 - blocks;
+        println!("{algorithm:?}: {allocated} allocations in 10,000 requests on existing keys");
+        assert_eq!(allocated, 0);
+    }
     let gov_quota = governor::Quota::per_second(NonZeroU32::new(5).expect("non-zero"));
     let result = per_key(keys, || {
         let limiter = governor::RateLimiter::keyed(gov_quota);
