@@ -11,8 +11,8 @@
 //! RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests --test keyed_slot
 //! ```
 //!
-//! The two `planted_*` tests run broken variants of the protocol and expect loom to find the
-//! interleaving that over-admits.
+//! The three `planted_*` tests run broken variants of the protocol and expect loom to find
+//! the interleaving that over-admits.
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
@@ -140,15 +140,14 @@ fn two_requests_and_an_eviction_admit_exactly_the_limit() {
 
 /// Two evictors and one request on a fresh key: the request is kept, and a used key is never
 /// evicted by the second sweep either.
-#[test]
-fn two_sweeps_and_a_request() {
-    loom_tests::model(|| {
+fn two_sweeps_and_a_request(evictor: Variant) {
+    loom_tests::model(move || {
         let map = Arc::new(OneKeyMap::with_key(1, 2));
         let now = 2 * SECOND;
         let sweeps: Vec<_> = (0..2)
             .map(|_| {
                 let m = map.clone();
-                thread::spawn(move || m.evict(now, Variant::Correct))
+                thread::spawn(move || m.evict(now, evictor))
             })
             .collect();
         assert!(map.request(now, Variant::Correct));
@@ -161,6 +160,20 @@ fn two_sweeps_and_a_request() {
             "admitted twice at one instant with a limit of 1"
         );
     });
+}
+
+#[test]
+fn two_sweeps_racing_a_request_keep_it() {
+    two_sweeps_and_a_request(Variant::Correct);
+}
+
+/// Planted bug: the first design, without the round in the state word. loom must find the
+/// ABA: a sweep whose attempt the request cancelled completes the other sweep's attempt with
+/// its own stale freshness check.
+#[test]
+#[should_panic(expected = "admitted twice")]
+fn planted_evictor_without_round_is_caught() {
+    two_sweeps_and_a_request(Variant::EvictorWithoutRound);
 }
 
 /// Planted bug: the requester trusts its admission without the state RMW. loom must find the

@@ -83,7 +83,8 @@
 //! it removes it from the map first).
 //!
 //! The loom model in `loom-tests/tests/keyed_slot.rs` checks this with 2–3 threads, with the map
-//! replaced by a one-entry cell, and catches two planted broken variants.
+//! replaced by a one-entry cell, and catches three planted broken variants (no requester
+//! check, no evictor re-check, no round).
 //!
 //! # Orderings
 //!
@@ -263,7 +264,7 @@ impl Slot {
 }
 
 /// The slot protocol for loom models (`loom-tests/tests/keyed_slot.rs`): a slot over a token
-/// bucket, the correct protocol and two planted broken variants. Only under `--cfg loom`.
+/// bucket, the correct protocol and three planted broken variants. Only under `--cfg loom`.
 #[cfg(loom)]
 pub mod loom_model {
     use super::*;
@@ -277,6 +278,8 @@ pub mod loom_model {
         RequesterSkipsCheck,
         /// Broken: the evictor marks `EVICTED` on its pre-check alone, with no re-check.
         EvictorSkipsRecheck,
+        /// Broken: the evictor's `EVICTING` does not bump the round (the ABA loom found).
+        EvictorWithoutRound,
     }
 
     /// A keyed slot over a token bucket of `limit` per second.
@@ -304,24 +307,46 @@ pub mod loom_model {
 
         /// The evictor: true if the slot is now evicted and must be removed from the map.
         pub fn try_evict(&self, now_ns: u64, variant: Variant) -> bool {
-            if variant != Variant::EvictorSkipsRecheck {
-                return self.0.try_evict(now_ns);
-            }
             let state = self.0.state();
-            // Relaxed: as the real pre-filter.
-            let live = state.load(Ordering::Relaxed);
-            if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
-                return false;
+            match variant {
+                Variant::EvictorSkipsRecheck => {
+                    // Relaxed: as the real pre-filter.
+                    let live = state.load(Ordering::Relaxed);
+                    if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
+                        return false;
+                    }
+                    // Acquire: as the real mark; but nothing is checked after it.
+                    state
+                        .compare_exchange(
+                            live,
+                            with_phase(live, EVICTED),
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                }
+                Variant::EvictorWithoutRound => {
+                    // The real steps with the same orderings, but `EVICTING` keeps the round.
+                    let live = state.load(Ordering::Relaxed);
+                    if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
+                        return false;
+                    }
+                    let evicting = with_phase(live, EVICTING);
+                    if state
+                        .compare_exchange(live, evicting, Ordering::Acquire, Ordering::Relaxed)
+                        .is_err()
+                    {
+                        return false;
+                    }
+                    let fresh = self.0.is_fresh(now_ns);
+                    let next = with_phase(evicting, if fresh { EVICTED } else { LIVE });
+                    let done = state
+                        .compare_exchange(evicting, next, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok();
+                    fresh && done
+                }
+                _ => self.0.try_evict(now_ns),
             }
-            // Acquire: as the real mark; but nothing is checked after it.
-            state
-                .compare_exchange(
-                    live,
-                    with_phase(live, EVICTED),
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
         }
     }
 }
