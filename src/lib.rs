@@ -71,6 +71,8 @@ mod sync;
 
 #[cfg(feature = "std")]
 pub mod baseline;
+#[cfg(feature = "std")]
+mod keyed;
 
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
@@ -80,6 +82,12 @@ pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use decision::Decision;
+/// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
+#[cfg(all(loom, feature = "std"))]
+#[doc(hidden)]
+pub use keyed::loom_model as __keyed_slot_model;
+#[cfg(feature = "std")]
+pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 

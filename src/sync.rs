@@ -11,7 +11,12 @@
 pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
+// The keyed limiter's per-slot state word (std only, like the keyed map).
+#[cfg(all(loom, feature = "std"))]
+pub(crate) use loom::sync::atomic::AtomicU32;
 
+#[cfg(all(not(loom), feature = "std"))]
+pub(crate) use portable_atomic::AtomicU32;
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 // Only the std clocks share state through an `Arc`; the no_std core never allocates one, so it

@@ -1,0 +1,195 @@
+//! Keyed limiters: tollgate's `KeyedLimiter` (papaya) against governor's keyed limiter
+//! (`RateLimiter::keyed` / `check_key`, a DashMap), both on their default clocks and hashers.
+//!
+//! ```text
+//! nice -n 10 cargo bench --bench keyed
+//! ```
+//!
+//! Groups (compare ratios within one run: the machine is shared and noisy):
+//! - `keyed/one_key`: one key, every request admitted (a quota of 10^9 per second);
+//!   also tollgate with SipHash (std's `RandomState`) to show what the default hasher buys,
+//!   and the three other algorithms;
+//! - `keyed/million_keys`: 1,000,000 keys made up front, requests on keys drawn at random
+//!   (a fixed xorshift sequence, the same for both): cache misses dominate;
+//! - `keyed/threads`: requests on disjoint keys (1,024 per thread) from 1 and from 2 threads;
+//!   throughput in requests per second, so the ratio is the scaling. `control_unkeyed` runs
+//!   one plain bucket per thread the same way: its scaling is what the machine allows then.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use governor::{Quota as GovQuota, RateLimiter};
+use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
+
+/// Never denies at the request rates of a benchmark: both limiters take their admission path.
+const RATE: u32 = 1_000_000_000;
+const MILLION: u64 = 1_000_000;
+
+fn quota() -> Quota {
+    Quota::per_second(u64::from(RATE)).unwrap()
+}
+
+fn gov_quota() -> GovQuota {
+    GovQuota::per_second(NonZeroU32::new(RATE).unwrap())
+}
+
+/// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
+fn random_keys(len: usize) -> Vec<u64> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % MILLION
+        })
+        .collect()
+}
+
+fn one_key(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed/one_key");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+
+    let tollgate = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+    g.bench_function("tollgate", |b| {
+        b.iter(|| tollgate.try_acquire(black_box(&42)).is_allowed())
+    });
+
+    let governor = RateLimiter::keyed(gov_quota());
+    g.bench_function("governor", |b| {
+        b.iter(|| governor.check_key(black_box(&42u64)).is_ok())
+    });
+
+    let siphash = KeyedLimiter::<u64>::builder(Algorithm::TokenBucket, quota())
+        .hasher(std::hash::RandomState::new())
+        .build()
+        .unwrap();
+    g.bench_function("tollgate_siphash", |b| {
+        b.iter(|| siphash.try_acquire(black_box(&42)).is_allowed())
+    });
+
+    for (name, algorithm) in [
+        ("tollgate_fixed_window", Algorithm::FixedWindow),
+        ("tollgate_sliding_window", Algorithm::SlidingWindow),
+    ] {
+        let limiter = KeyedLimiter::<u64>::new(algorithm, quota()).unwrap();
+        g.bench_function(name, |b| {
+            b.iter(|| limiter.try_acquire(black_box(&42)).is_allowed())
+        });
+    }
+    // The log keeps one entry per admission: a small limit, read on its (lock-free) denials.
+    let log =
+        KeyedLimiter::<u64>::new(Algorithm::SlidingLog, Quota::per_second(100).unwrap()).unwrap();
+    g.bench_function("tollgate_sliding_log_denied", |b| {
+        b.iter(|| log.try_acquire(black_box(&42)).is_allowed())
+    });
+    g.finish();
+}
+
+fn million_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed/million_keys");
+    g.warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(4));
+    let keys = random_keys(1 << 20);
+    let mask = keys.len() - 1;
+
+    {
+        let tollgate = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+        for key in 0..MILLION {
+            let _ = tollgate.try_acquire(&key);
+        }
+        let mut i = 0;
+        g.bench_function("tollgate", |b| {
+            b.iter(|| {
+                i = (i + 1) & mask;
+                tollgate.try_acquire(&keys[i]).is_allowed()
+            })
+        });
+    }
+    {
+        let governor = RateLimiter::keyed(gov_quota());
+        for key in 0..MILLION {
+            let _ = governor.check_key(&key);
+        }
+        let mut i = 0;
+        g.bench_function("governor", |b| {
+            b.iter(|| {
+                i = (i + 1) & mask;
+                governor.check_key(&keys[i]).is_ok()
+            })
+        });
+    }
+    g.finish();
+}
+
+/// `iters` requests on each of `n` threads, started together: the wall time.
+fn on_threads(n: u64, iters: u64, request: impl Fn(u64, u64) + Sync) -> Duration {
+    let start = Barrier::new(n as usize + 1);
+    std::thread::scope(|s| {
+        for t in 0..n {
+            let (start, request) = (&start, &request);
+            s.spawn(move || {
+                start.wait();
+                for i in 0..iters {
+                    request(t, i);
+                }
+            });
+        }
+        start.wait();
+        // The scope joins the threads before returning.
+        Instant::now()
+    })
+    .elapsed()
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed/threads");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    let limiter = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+    const KEYS_PER_THREAD: u64 = 1024;
+    for t in 0..2u64 {
+        for k in 0..KEYS_PER_THREAD {
+            let _ = limiter.try_acquire(&(t << 32 | k));
+        }
+    }
+    // The control: one plain (unkeyed) bucket per thread, nothing shared but the clock. How
+    // well it scales is what the machine allows at the time of the run.
+    let buckets = [TokenBucket::new(quota()), TokenBucket::new(quota())];
+    for threads in [1u64, 2] {
+        // One iteration: one request on each thread, on that thread's own keys.
+        g.throughput(Throughput::Elements(threads));
+        g.bench_with_input(
+            BenchmarkId::new("disjoint_keys", threads),
+            &threads,
+            |b, &n| {
+                b.iter_custom(|iters| {
+                    on_threads(n, iters, |t, i| {
+                        let key = t << 32 | (i % KEYS_PER_THREAD);
+                        black_box(limiter.try_acquire(&key).is_allowed());
+                    })
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("control_unkeyed", threads),
+            &threads,
+            |b, &n| {
+                b.iter_custom(|iters| {
+                    on_threads(n, iters, |t, _| {
+                        black_box(buckets[t as usize].try_acquire().is_allowed());
+                    })
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, one_key, million_keys, threads);
+criterion_main!(benches);
