@@ -40,12 +40,12 @@ impl Visit for SingleThread<'_, '_> {
 }
 
 /// `threads` threads, released together by a barrier, share `iters` requests to one limiter.
-/// Returns the slowest thread's time, scaled to exactly `iters` requests: criterion's time per
+/// Returns the wall time from the first start to the last end, scaled to exactly `iters` requests: criterion's time per
 /// iteration is then the aggregate time per request, and its throughput the aggregate rate.
 fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
     let per_thread = (iters / threads as u64).max(1);
     let barrier = Barrier::new(threads);
-    let slowest = thread::scope(|s| {
+    let wall = thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let barrier = &barrier;
@@ -55,17 +55,25 @@ fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
                     for _ in 0..per_thread {
                         black_box(limiter.check());
                     }
-                    start.elapsed()
+                    (start, Instant::now())
                 })
             })
             .collect();
-        handles
+        let spans: Vec<(Instant, Instant)> = handles
             .into_iter()
             .map(|h| h.join().expect("bench thread"))
-            .max()
-            .expect("at least one thread")
+            .collect();
+        first_start_to_last_end(&spans)
     });
-    slowest.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
+    wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
+}
+
+/// From the first thread's start to the last one's end: a thread the scheduler runs only after
+/// another has finished cannot hide the contention it would have met.
+fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
+    let start = spans.iter().map(|s| s.0).min().expect("a thread");
+    let end = spans.iter().map(|s| s.1).max().expect("a thread");
+    end - start
 }
 
 /// Benches each subject with `threads` threads on it.

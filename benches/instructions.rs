@@ -135,7 +135,9 @@ fn governor_open() -> Gov {
 }
 
 fn governor_closed() -> Gov {
-    drained(governor_with(governor::Quota::per_hour(1.try_into().unwrap())))
+    drained(governor_with(governor::Quota::per_hour(
+        1.try_into().unwrap(),
+    )))
 }
 
 #[library_benchmark]
@@ -236,7 +238,12 @@ library_benchmark_group!(
 
 library_benchmark_group!(
     name = peer_limiters,
-    benchmarks = [peer_governor, peer_rate_net, peer_ratelimit, std_mutex_bucket]
+    benchmarks = [
+        peer_governor,
+        peer_rate_net,
+        peer_ratelimit,
+        std_mutex_bucket
+    ]
 );
 
 main!(

@@ -235,18 +235,42 @@ impl ratelimit::Clock for RatelimitStdClock {
 pub fn allowed(v: &mut impl Visit) {
     use Family::*;
     v.visit("TokenBucket", Ours, Tollgate(TokenBucket::new(open())));
-    v.visit("MutexTokenBucket", Twin, Tollgate(MutexTokenBucket::new(open())));
+    v.visit(
+        "MutexTokenBucket",
+        Twin,
+        Tollgate(MutexTokenBucket::new(open())),
+    );
     v.visit("FixedWindow", Ours, Tollgate(FixedWindow::new(open())));
-    v.visit("MutexFixedWindow", Twin, Tollgate(MutexFixedWindow::new(open())));
+    v.visit(
+        "MutexFixedWindow",
+        Twin,
+        Tollgate(MutexFixedWindow::new(open())),
+    );
     v.visit("SlidingWindow", Ours, Tollgate(SlidingWindow::new(open())));
-    v.visit("MutexSlidingWindow", Twin, Tollgate(MutexSlidingWindow::new(open())));
+    v.visit(
+        "MutexSlidingWindow",
+        Twin,
+        Tollgate(MutexSlidingWindow::new(open())),
+    );
     v.visit("SlidingLog", Ours, Tollgate(SlidingLog::new(log_open())));
-    v.visit("MutexSlidingLog", Twin, Tollgate(MutexSlidingLog::new(log_open())));
+    v.visit(
+        "MutexSlidingLog",
+        Twin,
+        Tollgate(MutexSlidingLog::new(log_open())),
+    );
     v.visit("governor", Peer, governor_open(QuantaClock::default()));
     v.visit("rate-net", Peer, rate_net_open());
-    v.visit("ratelimit", Peer, ratelimit_open(RatelimitStdClock(Instant::now())));
+    v.visit(
+        "ratelimit",
+        Peer,
+        ratelimit_open(RatelimitStdClock(Instant::now())),
+    );
     let per_sec = OPEN_PER_SEC as f64;
-    v.visit("std-mutex-bucket", Peer, StdMutexBucket::new(per_sec, per_sec, StdNow));
+    v.visit(
+        "std-mutex-bucket",
+        Peer,
+        StdMutexBucket::new(per_sec, per_sec, StdNow),
+    );
 }
 
 /// Takes what a closed limiter has, so that every later request is denied.
@@ -262,17 +286,57 @@ pub fn drained<L: Check>(limiter: L) -> L {
 /// Every subject at one request per hour, already taken: every request denied (scenario 2).
 pub fn denied(v: &mut impl Visit) {
     use Family::*;
-    v.visit("TokenBucket", Ours, drained(Tollgate(TokenBucket::new(closed()))));
-    v.visit("MutexTokenBucket", Twin, drained(Tollgate(MutexTokenBucket::new(closed()))));
-    v.visit("FixedWindow", Ours, drained(Tollgate(FixedWindow::new(closed()))));
-    v.visit("MutexFixedWindow", Twin, drained(Tollgate(MutexFixedWindow::new(closed()))));
-    v.visit("SlidingWindow", Ours, drained(Tollgate(SlidingWindow::new(closed()))));
-    v.visit("MutexSlidingWindow", Twin, drained(Tollgate(MutexSlidingWindow::new(closed()))));
-    v.visit("SlidingLog", Ours, drained(Tollgate(SlidingLog::new(closed()))));
-    v.visit("MutexSlidingLog", Twin, drained(Tollgate(MutexSlidingLog::new(closed()))));
-    v.visit("governor", Peer, drained(governor_closed(QuantaClock::default())));
+    v.visit(
+        "TokenBucket",
+        Ours,
+        drained(Tollgate(TokenBucket::new(closed()))),
+    );
+    v.visit(
+        "MutexTokenBucket",
+        Twin,
+        drained(Tollgate(MutexTokenBucket::new(closed()))),
+    );
+    v.visit(
+        "FixedWindow",
+        Ours,
+        drained(Tollgate(FixedWindow::new(closed()))),
+    );
+    v.visit(
+        "MutexFixedWindow",
+        Twin,
+        drained(Tollgate(MutexFixedWindow::new(closed()))),
+    );
+    v.visit(
+        "SlidingWindow",
+        Ours,
+        drained(Tollgate(SlidingWindow::new(closed()))),
+    );
+    v.visit(
+        "MutexSlidingWindow",
+        Twin,
+        drained(Tollgate(MutexSlidingWindow::new(closed()))),
+    );
+    v.visit(
+        "SlidingLog",
+        Ours,
+        drained(Tollgate(SlidingLog::new(closed()))),
+    );
+    v.visit(
+        "MutexSlidingLog",
+        Twin,
+        drained(Tollgate(MutexSlidingLog::new(closed()))),
+    );
+    v.visit(
+        "governor",
+        Peer,
+        drained(governor_closed(QuantaClock::default())),
+    );
     v.visit("rate-net", Peer, drained(rate_net_closed()));
-    v.visit("ratelimit", Peer, drained(ratelimit_closed(RatelimitStdClock(Instant::now()))));
+    v.visit(
+        "ratelimit",
+        Peer,
+        drained(ratelimit_closed(RatelimitStdClock(Instant::now()))),
+    );
     let bucket = StdMutexBucket::new(1.0 / 3600.0, 1.0, StdNow);
     v.visit("std-mutex-bucket", Peer, drained(bucket));
 }
@@ -309,14 +373,30 @@ impl CoarseClocks {
 pub fn coarse_vs_precise(v: &mut impl Visit, clocks: &CoarseClocks) {
     use Family::*;
     let coarse = clocks.tollgate.clone();
-    v.visit("TokenBucket/precise", Ours, Tollgate(TokenBucket::new(open())));
+    v.visit(
+        "TokenBucket/precise",
+        Ours,
+        Tollgate(TokenBucket::new(open())),
+    );
     let tb = TokenBucket::with_clock(open(), coarse.clone());
     v.visit("TokenBucket/coarse", Ours, Tollgate(tb));
-    v.visit("FixedWindow/precise", Ours, Tollgate(FixedWindow::new(open())));
+    v.visit(
+        "FixedWindow/precise",
+        Ours,
+        Tollgate(FixedWindow::new(open())),
+    );
     let fw = FixedWindow::with_clock(open(), coarse);
     v.visit("FixedWindow/coarse", Ours, Tollgate(fw));
-    v.visit("governor/precise", Peer, governor_open(QuantaClock::default()));
-    v.visit("governor/coarse", Peer, governor_open(clocks.governor.clone()));
+    v.visit(
+        "governor/precise",
+        Peer,
+        governor_open(QuantaClock::default()),
+    );
+    v.visit(
+        "governor/coarse",
+        Peer,
+        governor_open(clocks.governor.clone()),
+    );
     v.visit("rate-net/precise", Peer, rate_net_open());
     let quota = rate_net::Quota::per_second(OPEN_PER_SEC as u32);
     let rn = rate_net::DirectLimiter::with_quota(quota).with_clock(clocks.rate_net.clone());
@@ -403,7 +483,8 @@ pub fn assert_answers<L: Check>(name: &str, limiter: &L, expect_allowed: bool) {
     for i in 0..1_000 {
         let got = black_box(limiter.check());
         assert_eq!(
-            got, expect_allowed,
+            got,
+            expect_allowed,
             "{name}: request {i} was {} in a scenario where all are {}",
             if got { "allowed" } else { "denied" },
             if expect_allowed { "allowed" } else { "denied" }
