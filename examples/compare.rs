@@ -156,9 +156,13 @@ fn main() {
         let raw = f(&|| black_box(floor.quanta_raw()) != 0);
         let mono = f(&|| black_box(floor.monotonic()) != 0);
         let cas = f(&|| floor.monotonic_cas());
+        let coarse = f(&|| black_box(floor.coarse()) != 0);
+        let coarse_cas = f(&|| floor.coarse_cas());
         println!("  quanta raw TSC read {raw:>8.1} ns");
         println!("  MonotonicClock      {mono:>8.1} ns");
         println!("  MonotonicClock+CAS  {cas:>8.1} ns");
+        println!("  CoarseClock         {coarse:>8.1} ns");
+        println!("  CoarseClock+CAS     {coarse_cas:>8.1} ns");
         cas
     };
 
