@@ -121,7 +121,7 @@ def targets():
             f"{tb:.1f} vs {gov:.1f} ns: {gov / tb:.2f}×", tb <= gov)
     if None not in (tb, floor_cas):
         row("TokenBucket within 5% of the clock + CAS floor",
-            f"{tb:.1f} vs {floor_cas:.1f} ns: +{100 * (tb / floor_cas - 1):.0f}%",
+            f"{tb:.1f} vs {floor_cas:.1f} ns: {100 * (tb / floor_cas - 1):+.0f}%",
             tb <= 1.05 * floor_cas)
     if None not in (coarse, gov_precise):
         row("TokenBucket on the coarse clock ≥ 2.5× governor (default clock)",
