@@ -75,7 +75,13 @@ pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
         )
     } else {
         // Only when tat > now: the request passes once now ≥ new_tat - capacity.
-        let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
+        // Denied means fewer than `n` tokens are there: none at all for a unit request, and
+        // the common denial skips the division.
+        let remaining = if n == 1 {
+            0
+        } else {
+            (now + p.capacity).saturating_sub(base) / p.interval
+        };
         let pass_at = ticks_to_ns(new_tat - p.capacity);
         (
             Decision::denied(remaining, now_ns, pass_at, ticks_to_ns(base - now)),
