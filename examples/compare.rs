@@ -1,100 +1,189 @@
-//! A short side-by-side run: every limiter and its mutex twin, single thread (all allowed,
-//! all denied) and two threads on one limiter, printed as a table of ns per request and the
-//! twin's time over the lock-free one's. For the full, statistically careful comparison with
-//! the peer crates, see `benches/` (criterion).
+//! A short side-by-side run (about 10 s): every tollgate limiter, its mutex twin, and the
+//! crates users would pick instead (governor, rate-net, ratelimit, a hand-written
+//! `std::sync::Mutex` bucket), on one thread (every request allowed; every request denied), on
+//! two threads sharing one limiter, and on the coarse clock. Prints ns per request and the
+//! ratios to the twin and to governor, then the issue's targets.
+//!
+//! It times the same subjects as the criterion benches (`benches/peers`), with a plain loop:
+//! the best of a few rounds, so a busy machine disturbs it less. For the statistically careful
+//! comparison run `cargo bench --bench compare` (see `benches/README.md`).
 //!
 //! Run: `cargo run --release --example compare`
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
-use tollgate::{FixedWindow, Limiter, Quota, SlidingLog, SlidingWindow, TokenBucket};
+#[path = "../benches/peers/mod.rs"]
+mod peers;
+use peers::{assert_answers, Check, CoarseClocks, Family, Floor, Visit};
 
-const OPS: u64 = 2_000_000;
+/// Requests per round, all threads together.
+const OPS: u64 = 300_000;
+/// Rounds per subject; the fastest is kept.
+const ROUNDS: usize = 5;
 
-/// ns per request for `threads` threads each making OPS / threads requests.
-fn measure(limiter: &dyn Limiter, threads: u64) -> f64 {
-    let per_thread = OPS / threads;
-    let barrier = Barrier::new(threads as usize);
-    let elapsed: Duration = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..per_thread {
-                        let _ = black_box(limiter.try_acquire());
-                    }
-                    start.elapsed()
+/// ns per request, `threads` threads sharing `OPS` requests to one limiter: the best round.
+fn measure<L: Check>(limiter: &L, threads: usize) -> f64 {
+    let per_thread = OPS / threads as u64;
+    let round = || -> Duration {
+        let barrier = Barrier::new(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let start = Instant::now();
+                        for _ in 0..per_thread {
+                            black_box(limiter.check());
+                        }
+                        (start, Instant::now())
+                    })
                 })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).max().unwrap()
-    });
-    elapsed.as_nanos() as f64 / (per_thread * threads) as f64
+                .collect();
+            // From the first start to the last end: a thread scheduled only after another
+            // finished cannot hide the contention it would have met.
+            let spans: Vec<(Instant, Instant)> = handles
+                .into_iter()
+                .map(|h| h.join().expect("bench thread"))
+                .collect();
+            let start = spans.iter().map(|s| s.0).min().expect("a thread");
+            spans.iter().map(|s| s.1).max().expect("a thread") - start
+        })
+    };
+    let best = (0..ROUNDS).map(|_| round()).min().expect("a round");
+    best.as_nanos() as f64 / (per_thread * threads as u64) as f64
 }
 
-fn pair(name: &str, quota: Quota) -> (Box<dyn Limiter>, Box<dyn Limiter>) {
-    match name {
-        "TokenBucket" => (
-            Box::new(TokenBucket::new(quota)),
-            Box::new(MutexTokenBucket::new(quota)),
-        ),
-        "FixedWindow" => (
-            Box::new(FixedWindow::new(quota)),
-            Box::new(MutexFixedWindow::new(quota)),
-        ),
-        "SlidingWindow" => (
-            Box::new(SlidingWindow::new(quota)),
-            Box::new(MutexSlidingWindow::new(quota)),
-        ),
-        _ => (
-            Box::new(SlidingLog::new(quota)),
-            Box::new(MutexSlidingLog::new(quota)),
-        ),
+/// One scenario's results, in the order the subjects came.
+struct Scenario {
+    threads: usize,
+    expect_allowed: bool,
+    rows: Vec<(&'static str, Family, f64)>,
+}
+
+impl Visit for Scenario {
+    fn visit<L: Check>(&mut self, name: &'static str, family: Family, limiter: L) {
+        assert_answers(name, &limiter, self.expect_allowed);
+        let ns = measure(&limiter, self.threads);
+        self.rows.push((name, family, ns));
     }
+}
+
+fn run(threads: usize, expect_allowed: bool, subjects: impl FnOnce(&mut Scenario)) -> Scenario {
+    let mut s = Scenario {
+        threads,
+        expect_allowed,
+        rows: Vec::new(),
+    };
+    subjects(&mut s);
+    s
+}
+
+fn print(title: &str, s: &Scenario) -> HashMap<&'static str, f64> {
+    let ns: HashMap<_, _> = s.rows.iter().map(|&(n, _, x)| (n, x)).collect();
+    let governor = ns
+        .get("governor")
+        .or_else(|| ns.get("governor/precise"))
+        .copied();
+    println!("\n{title}");
+    println!(
+        "  {:<20} {:>8} {:>8} {:>8} {:>10}",
+        "limiter", "ns/req", "Mops/s", "× twin", "× governor"
+    );
+    for &(name, family, x) in &s.rows {
+        let twin = match family {
+            Family::Ours => ns.get(format!("Mutex{name}").as_str()).copied(),
+            _ => None,
+        };
+        let vs = |other: Option<f64>| match other {
+            Some(o) => format!("{:.2}×", o / x),
+            None => String::new(),
+        };
+        let vs_gov = if family == Family::Twin {
+            None
+        } else {
+            governor
+        };
+        println!(
+            "  {name:<20} {x:>8.1} {:>8.1} {:>8} {:>10}",
+            1e3 / x,
+            vs(twin),
+            vs(vs_gov)
+        );
+    }
+    ns
 }
 
 fn main() {
-    // Allowed: a limit far above what the loop can reach. Denied: a limit of 1 per hour.
-    let open = Quota::per_second(1_000_000_000).unwrap();
-    let closed = Quota::per_hour(1).unwrap();
+    let started = Instant::now();
+    // First: governor's upkeep clock insists on starting quanta's upkeep thread itself.
+    let clocks = CoarseClocks::start();
     println!(
-        "{:<14} {:<22} {:>10} {:>10} {:>8}",
-        "limiter", "scenario", "lock-free", "mutex", "ratio"
+        "tollgate vs its mutex twins and the crates users pick instead: ns per request (best of \
+         {ROUNDS} rounds of {OPS}); ratios > 1 mean tollgate is faster. One run on a shared \
+         machine: compare within the run, expect ±25% between runs."
     );
-    for name in ["TokenBucket", "FixedWindow", "SlidingWindow", "SlidingLog"] {
-        for (scenario, quota, threads) in [
-            ("1 thread, allowed", open, 1),
-            ("1 thread, denied", closed, 1),
-            ("2 threads, allowed", open, 2),
-        ] {
-            if name == "SlidingLog" && quota == open {
-                // A log of 10^9 entries is 8 GB: the log's allowed path is measured at 10^6/s.
-                let q = Quota::per_second(1_000_000).unwrap();
-                let (a, b) = pair(name, q);
-                let (x, y) = (measure(&*a, threads), measure(&*b, threads));
-                println!(
-                    "{name:<14} {scenario:<22} {x:>8.1}ns {y:>8.1}ns {:>7.2}x",
-                    y / x
-                );
-                continue;
-            }
-            let (a, b) = pair(name, quota);
-            if quota == closed {
-                let _ = (a.try_acquire(), b.try_acquire()); // drain
-            }
-            let (x, y) = (measure(&*a, threads), measure(&*b, threads));
-            println!(
-                "{name:<14} {scenario:<22} {x:>8.1}ns {y:>8.1}ns {:>7.2}x",
-                y / x
-            );
-        }
-    }
+
+    let allowed = run(1, true, peers::allowed);
+    let a = print("1 thread, every request allowed", &allowed);
+    let denied = run(1, false, peers::denied);
+    print("1 thread, every request denied (the deny path)", &denied);
+    let two = run(2, true, peers::allowed);
+    let t = print(
+        "2 threads on one shared limiter, every request allowed",
+        &two,
+    );
+    let coarse = run(1, true, |s| peers::coarse_vs_precise(s, &clocks));
+    let c = print("coarse clock vs precise clock (1 thread, allowed)", &coarse);
+
+    let floor = Floor::new(clocks.tollgate.clone());
+    let floor_ns = {
+        let f = |g: &dyn Fn() -> bool| {
+            (0..ROUNDS)
+                .map(|_| {
+                    let start = Instant::now();
+                    for _ in 0..OPS {
+                        black_box(g());
+                    }
+                    start.elapsed().as_nanos() as f64 / OPS as f64
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        println!("\nthe floor (1 thread)");
+        let raw = f(&|| black_box(floor.quanta_raw()) != 0);
+        let mono = f(&|| black_box(floor.monotonic()) != 0);
+        let cas = f(&|| floor.monotonic_cas());
+        let coarse = f(&|| black_box(floor.coarse()) != 0);
+        let coarse_cas = f(&|| floor.coarse_cas());
+        println!("  quanta raw TSC read {raw:>8.1} ns");
+        println!("  MonotonicClock      {mono:>8.1} ns");
+        println!("  MonotonicClock+CAS  {cas:>8.1} ns");
+        println!("  CoarseClock         {coarse:>8.1} ns");
+        println!("  CoarseClock+CAS     {coarse_cas:>8.1} ns");
+        cas
+    };
+
+    println!("\ntargets (issue 4)");
+    let tb = a["TokenBucket"];
+    let gov = a["governor"];
     println!(
-        "(ratio = mutex twin time / lock-free time, same run; 2 threads on this 2-core machine)"
+        "  TokenBucket vs governor check():           {:.2}× (target ≥ 1)",
+        gov / tb
     );
+    println!(
+        "  TokenBucket over the clock+CAS floor:      {:+.0}% (target ≤ +5%)",
+        100.0 * (tb / floor_ns - 1.0)
+    );
+    println!(
+        "  TokenBucket coarse vs governor (default):  {:.2}× (target ≥ 2.5)",
+        c["governor/precise"] / c["TokenBucket/coarse"]
+    );
+    println!(
+        "  2 threads: TokenBucket vs its mutex twin:  {:.2}× (target ≥ 3)",
+        t["MutexTokenBucket"] / t["TokenBucket"]
+    );
+    println!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
 }

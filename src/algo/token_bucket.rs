@@ -51,7 +51,14 @@ pub(crate) type Step = (Decision, Option<u64>);
 pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
     let now = now_ns.min(HORIZON) * p.scale;
     let base = tat.max(now);
-    let ticks_to_ns = |ticks: u64| ticks.div_ceil(p.scale);
+    // Most quotas tick in whole ns (scale 1): skip the division there.
+    let ticks_to_ns = |ticks: u64| {
+        if p.scale == 1 {
+            ticks
+        } else {
+            ticks.div_ceil(p.scale)
+        }
+    };
     if n > p.burst {
         let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
         return (Decision::exceeds(remaining, ticks_to_ns(base - now)), None);
@@ -68,13 +75,32 @@ pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
         )
     } else {
         // Only when tat > now: the request passes once now ≥ new_tat - capacity.
-        let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
+        // Denied means fewer than `n` tokens are there: none at all for a unit request, and
+        // the common denial skips the division.
+        let remaining = if n == 1 {
+            0
+        } else {
+            (now + p.capacity).saturating_sub(base) / p.interval
+        };
         let pass_at = ticks_to_ns(new_tat - p.capacity);
         (
             Decision::denied(remaining, now_ns, pass_at, ticks_to_ns(base - now)),
             None,
         )
     }
+}
+
+/// The admission alone: the new `tat` when `decide` would admit and write, else `None`.
+/// No division: the compare-exchange loop runs this, and `decide` only once it is settled,
+/// so the window between the load and the compare-exchange stays a few instructions long.
+#[inline]
+pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+    if n == 0 || n > p.burst {
+        return None;
+    }
+    let now = now_ns.min(HORIZON) * p.scale;
+    let new_tat = tat.max(now) + n * p.interval;
+    (new_tat - now <= p.capacity).then_some(new_tat)
 }
 
 /// The lock-free bucket without a clock: what a keyed map stores per key.
@@ -98,20 +124,24 @@ impl TokenBucketCore {
     pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
         // Relaxed: see the module's orderings.
         let mut tat = self.tat.load(Ordering::Relaxed);
-        loop {
-            let (decision, write) = decide(&self.params, tat, now_ns, n);
+        // The `tat` the decision is made on: the one a denial read, or the one an admission's
+        // compare-exchange replaced.
+        let decided_on = loop {
+            let write = admit(&self.params, tat, now_ns, n);
+            debug_assert_eq!(write, decide(&self.params, tat, now_ns, n).1);
             let Some(new_tat) = write else {
-                return decision;
+                break tat;
             };
             // Relaxed: the CAS orders admissions on this one word; nothing else is published.
             match self
                 .tat
                 .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return decision,
+                Ok(_) => break tat,
                 Err(current) => tat = current,
             }
-        }
+        };
+        decide(&self.params, decided_on, now_ns, n).0
     }
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Benchmarks: every bench builds, the instruction-count gate passes, criterion runs once.
+#
+# 1. valgrind (apt) and gungraun-runner (cargo install --locked, the version of the gungraun
+#    crate in Cargo.lock) are installed if missing;
+# 2. `cargo bench --no-run` builds every bench target;
+# 3. the gate: benches/instructions.rs under callgrind, compared with the baseline committed in
+#    benches/gungraun-baseline/ (a copy, so the checkout stays clean); any instruction count
+#    more than 5 % above its baseline fails the run (gungraun exits 3);
+# 4. a criterion smoke test: every benchmark of benches/compare.rs runs once (`--test`); wall
+#    time is too noisy on shared machines to gate on.
+# benches/README.md says how to update the baseline on purpose.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TERM_COLOR=never
+
+# The runner must be the very version of the gungraun crate the benches link.
+GUNGRAUN_VERSION=0.20.0
+locked=$(grep -A1 '^name = "gungraun"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
+if [ "$locked" != "$GUNGRAUN_VERSION" ]; then
+  echo "Cargo.lock has gungraun $locked, this stage pins $GUNGRAUN_VERSION: update both" >&2
+  exit 1
+fi
+
+step() {
+  local start=$SECONDS
+  echo "--- $1"
+  shift
+  "$@"
+  echo "--- ok in $((SECONDS - start)) s"
+}
+
+install_tools() {
+  if ! command -v valgrind >/dev/null 2>&1; then
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y valgrind
+  fi
+  if [ "$(gungraun-runner --version 2>/dev/null || true)" != "gungraun-runner $GUNGRAUN_VERSION" ]; then
+    cargo install --locked gungraun-runner --version "$GUNGRAUN_VERSION"
+  fi
+}
+
+gate() {
+  local home
+  home=$(mktemp -d)
+  cp -r benches/gungraun-baseline/. "$home"/
+  cargo bench --bench instructions -- --baseline=main --home="$home"
+  rm -rf "$home"
+}
+
+step "tools (valgrind, gungraun-runner $GUNGRAUN_VERSION)" install_tools
+step "build every bench" cargo bench --no-run
+step "instruction-count gate (+5 % over benches/gungraun-baseline fails)" gate
+step "criterion smoke test (each benchmark once)" cargo bench --bench compare -- --test

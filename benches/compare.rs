@@ -1,0 +1,169 @@
+//! Wall-time comparison, one criterion group per scenario (see `benches/README.md`):
+//!
+//! 1. `1-allowed`: one thread, one limiter, every request allowed;
+//! 2. `2-denied`: one thread, a drained limiter, every request denied (the deny path);
+//! 3. `3-floor`: reading each clock alone, and a clock read + one uncontended CAS;
+//! 4. `4-threads`: 1, 2 and 4 threads on ONE shared limiter, every request allowed (4 threads
+//!    oversubscribe the 2-core machine these numbers come from);
+//! 5. `5-clock`: the same limiters on the precise and the coarse clock.
+//!
+//! Every subject (tollgate's four limiters, their mutex twins, governor, rate-net, ratelimit and
+//! a hand-written `std::sync::Mutex` bucket) comes from `benches/peers`, shared with
+//! `examples/compare.rs`. Each is checked to answer as its scenario says before it is timed.
+//!
+//! Run: `cargo bench --bench compare` (all, ~5 min), `cargo bench --bench compare -- 1-allowed`
+//! (one group), `cargo bench --bench compare -- --quick` (fewer samples).
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
+
+mod peers;
+use peers::{assert_answers, Check, CoarseClocks, Family, Floor, Visit};
+
+/// Benches each subject on one thread: `b.iter` around one request.
+struct SingleThread<'a, 'c> {
+    group: &'a mut BenchmarkGroup<'c, WallTime>,
+    expect_allowed: bool,
+}
+
+impl Visit for SingleThread<'_, '_> {
+    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+        assert_answers(name, &limiter, self.expect_allowed);
+        self.group
+            .bench_function(name, |b| b.iter(|| limiter.check()));
+    }
+}
+
+/// `threads` threads, released together by a barrier, share `iters` requests to one limiter.
+/// Returns the wall time from the first start to the last end, scaled to exactly `iters` requests: criterion's time per
+/// iteration is then the aggregate time per request, and its throughput the aggregate rate.
+fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
+    let per_thread = (iters / threads as u64).max(1);
+    let barrier = Barrier::new(threads);
+    let wall = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..per_thread {
+                        black_box(limiter.check());
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        let spans: Vec<(Instant, Instant)> = handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect();
+        first_start_to_last_end(&spans)
+    });
+    wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
+}
+
+/// From the first thread's start to the last one's end: a thread the scheduler runs only after
+/// another has finished cannot hide the contention it would have met.
+fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
+    let start = spans.iter().map(|s| s.0).min().expect("a thread");
+    let end = spans.iter().map(|s| s.1).max().expect("a thread");
+    end - start
+}
+
+/// Benches each subject with `threads` threads on it.
+struct Threads<'a, 'c> {
+    group: &'a mut BenchmarkGroup<'c, WallTime>,
+    threads: usize,
+}
+
+impl Visit for Threads<'_, '_> {
+    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+        assert_answers(name, &limiter, true);
+        let threads = self.threads;
+        self.group
+            .bench_function(BenchmarkId::new(name, threads), |b| {
+                b.iter_custom(|iters| contended(&limiter, threads, iters))
+            });
+    }
+}
+
+fn group<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Elements(1));
+    g
+}
+
+fn allowed(c: &mut Criterion) {
+    let mut g = group(c, "1-allowed");
+    peers::allowed(&mut SingleThread {
+        group: &mut g,
+        expect_allowed: true,
+    });
+    g.finish();
+}
+
+fn denied(c: &mut Criterion) {
+    let mut g = group(c, "2-denied");
+    peers::denied(&mut SingleThread {
+        group: &mut g,
+        expect_allowed: false,
+    });
+    g.finish();
+}
+
+fn floor(c: &mut Criterion, clocks: &CoarseClocks) {
+    let f = Floor::new(clocks.tollgate.clone());
+    let mut g = group(c, "3-floor");
+    g.bench_function("quanta-raw", |b| b.iter(|| f.quanta_raw()));
+    g.bench_function("quanta-now", |b| b.iter(|| f.quanta_now()));
+    g.bench_function("std-instant-now", |b| b.iter(|| f.std_now()));
+    g.bench_function("MonotonicClock", |b| b.iter(|| f.monotonic()));
+    g.bench_function("CoarseClock", |b| b.iter(|| f.coarse()));
+    g.bench_function("MonotonicClock+CAS", |b| b.iter(|| f.monotonic_cas()));
+    g.bench_function("CoarseClock+CAS", |b| b.iter(|| f.coarse_cas()));
+    g.finish();
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = group(c, "4-threads");
+    for threads in [1, 2, 4] {
+        peers::allowed(&mut Threads {
+            group: &mut g,
+            threads,
+        });
+    }
+    g.finish();
+}
+
+fn clock(c: &mut Criterion, clocks: &CoarseClocks) {
+    let mut g = group(c, "5-clock");
+    peers::coarse_vs_precise(
+        &mut SingleThread {
+            group: &mut g,
+            expect_allowed: true,
+        },
+        clocks,
+    );
+    g.finish();
+}
+
+fn main() {
+    // First: governor's upkeep clock insists on starting quanta's upkeep thread itself.
+    let clocks = CoarseClocks::start();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    allowed(&mut c);
+    denied(&mut c);
+    floor(&mut c, &clocks);
+    threads(&mut c);
+    clock(&mut c, &clocks);
+    c.final_summary();
+}

@@ -1,0 +1,493 @@
+//! The subjects every comparison measures, shared by the criterion benches (`benches/compare.rs`)
+//! and the README's short run (`examples/compare.rs`): each tollgate limiter, its mutex twin, the
+//! crates users would pick instead (governor, rate-net, ratelimit), and the plain
+//! `std::sync::Mutex` token bucket people write by hand.
+//!
+//! A scenario hands each subject, built for that scenario, to a [`Visit`] by value: the visitor
+//! measures it with static dispatch (no `dyn` call in the timed loop) and drops it. Every subject
+//! answers [`Check::check`] with "allowed?", so the same loop times all of them.
+
+#![allow(dead_code)] // each bench target uses a part of this module
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use governor::clock::{Clock as GovernorClock, QuantaClock, QuantaUpkeepClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
+use tollgate::{
+    Clock, CoarseClock, FixedWindow, Limiter, MonotonicClock, Quota, SlidingLog, SlidingWindow,
+    TokenBucket,
+};
+
+/// One request to a limiter: was it allowed?
+pub trait Check: Sync {
+    /// Asks for one unit.
+    fn check(&self) -> bool;
+}
+
+/// Who wrote the limiter: the comparison tables group by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// A lock-free tollgate limiter.
+    Ours,
+    /// A tollgate mutex twin.
+    Twin,
+    /// Another crate, or the hand-written std mutex bucket.
+    Peer,
+}
+
+/// Receives each subject of a scenario, by value.
+pub trait Visit {
+    /// Measures (or otherwise uses) one subject, then drops it.
+    fn visit<L: Check>(&mut self, name: &'static str, family: Family, limiter: L);
+}
+
+/// A tollgate limiter or twin.
+pub struct Tollgate<L>(pub L);
+
+impl<L: Limiter> Check for Tollgate<L> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.try_acquire().is_allowed()
+    }
+}
+
+/// governor's direct (un-keyed) limiter on clock `C`, answering through `check()`.
+pub struct Governor<C: GovernorClock>(
+    pub governor::RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<C::Instant>>,
+);
+
+impl<C: GovernorClock + Sync> Check for Governor<C>
+where
+    C::Instant: Sync,
+{
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.check().is_ok()
+    }
+}
+
+/// rate-net's `DirectLimiter` (token bucket) on clock `C`.
+pub struct RateNet<C: clock_lib::Clock + Clone>(pub rate_net::DirectLimiter<C>);
+
+impl<C: clock_lib::Clock + Clone + Sync> Check for RateNet<C> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.check().is_allow()
+    }
+}
+
+/// ratelimit's lock-free token bucket on clock `C`.
+pub struct RateLimit<C: ratelimit::Clock>(pub ratelimit::Ratelimiter<C>);
+
+impl<C: ratelimit::Clock + Sync> Check for RateLimit<C> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.try_wait().is_ok()
+    }
+}
+
+/// Where [`StdMutexBucket`] reads the time.
+pub trait Now: Sync {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// `Instant::now()`, as the hand-written bucket would use it.
+pub struct StdNow;
+
+impl Now for StdNow {
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// A frozen instant: repeatable instruction counts.
+pub struct FixedNow(pub Instant);
+
+impl Now for FixedNow {
+    #[inline]
+    fn now(&self) -> Instant {
+        self.0
+    }
+}
+
+/// The token bucket people write by hand: `f64` tokens and the last refill instant behind a
+/// `std::sync::Mutex`, refilled on every call.
+pub struct StdMutexBucket<N: Now = StdNow> {
+    state: Mutex<(f64, Instant)>,
+    per_sec: f64,
+    burst: f64,
+    now: N,
+}
+
+impl<N: Now> StdMutexBucket<N> {
+    /// `per_sec` tokens per second, up to `burst`, starting full.
+    pub fn new(per_sec: f64, burst: f64, now: N) -> Self {
+        StdMutexBucket {
+            state: Mutex::new((burst, now.now())),
+            per_sec,
+            burst,
+            now,
+        }
+    }
+}
+
+impl<N: Now> Check for StdMutexBucket<N> {
+    #[inline]
+    fn check(&self) -> bool {
+        let now = self.now.now();
+        let mut state = self.state.lock().unwrap();
+        let (tokens, last) = &mut *state;
+        let earned = now.saturating_duration_since(*last).as_secs_f64() * self.per_sec;
+        *tokens = (*tokens + earned).min(self.burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A limit far above what any loop here reaches: every request is allowed.
+pub const OPEN_PER_SEC: u64 = 1_000_000_000;
+
+/// The sliding log keeps one 8-byte entry per admission in its period: 2^24 per second (128 MiB)
+/// is above the ~13 M/s one thread reaches here, so its requests are all allowed too.
+pub const LOG_OPEN_PER_SEC: u64 = 1 << 24;
+
+fn open() -> Quota {
+    Quota::per_second(OPEN_PER_SEC).expect("valid quota")
+}
+
+fn log_open() -> Quota {
+    Quota::per_second(LOG_OPEN_PER_SEC).expect("valid quota")
+}
+
+/// One per hour, taken at once: every later request in the run is denied.
+fn closed() -> Quota {
+    Quota::per_hour(1).expect("valid quota")
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).expect("non-zero")
+}
+
+fn governor_open<C: GovernorClock>(clock: C) -> Governor<C> {
+    let quota = governor::Quota::per_second(nz(OPEN_PER_SEC as u32));
+    Governor(governor::RateLimiter::direct_with_clock(quota, clock))
+}
+
+fn governor_closed<C: GovernorClock>(clock: C) -> Governor<C> {
+    let quota = governor::Quota::per_hour(nz(1));
+    Governor(governor::RateLimiter::direct_with_clock(quota, clock))
+}
+
+fn rate_net_open() -> RateNet<clock_lib::SystemClock> {
+    let quota = rate_net::Quota::per_second(OPEN_PER_SEC as u32);
+    RateNet(rate_net::DirectLimiter::with_quota(quota))
+}
+
+fn rate_net_closed() -> RateNet<clock_lib::SystemClock> {
+    let quota = rate_net::Quota::rate(1, Duration::from_secs(3600)).expect("valid quota");
+    RateNet(rate_net::DirectLimiter::with_quota(quota))
+}
+
+fn ratelimit_open<C: ratelimit::Clock>(clock: C) -> RateLimit<C> {
+    // 10^12 tokens to start with and 10^9 more per second: never empty in a run.
+    let limiter = ratelimit::Builder::with_clock(OPEN_PER_SEC, clock)
+        .max_tokens(1_000_000_000_000)
+        .initial_available(1_000_000_000_000)
+        .build()
+        .expect("valid ratelimit");
+    RateLimit(limiter)
+}
+
+fn ratelimit_closed<C: ratelimit::Clock>(clock: C) -> RateLimit<C> {
+    let limiter = ratelimit::Builder::with_clock(1, clock)
+        .period(Duration::from_secs(3600))
+        .max_tokens(1)
+        .initial_available(1)
+        .build()
+        .expect("valid ratelimit");
+    RateLimit(limiter)
+}
+
+/// ratelimit's own `StdClock` is private to its builder's default; this is the same
+/// `Instant::elapsed`.
+pub struct RatelimitStdClock(pub Instant);
+
+impl ratelimit::Clock for RatelimitStdClock {
+    #[inline]
+    fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// Every subject with every request allowed (scenarios 1 and 4), on its default clock.
+pub fn allowed(v: &mut impl Visit) {
+    use Family::*;
+    v.visit("TokenBucket", Ours, Tollgate(TokenBucket::new(open())));
+    v.visit(
+        "MutexTokenBucket",
+        Twin,
+        Tollgate(MutexTokenBucket::new(open())),
+    );
+    v.visit("FixedWindow", Ours, Tollgate(FixedWindow::new(open())));
+    v.visit(
+        "MutexFixedWindow",
+        Twin,
+        Tollgate(MutexFixedWindow::new(open())),
+    );
+    v.visit("SlidingWindow", Ours, Tollgate(SlidingWindow::new(open())));
+    v.visit(
+        "MutexSlidingWindow",
+        Twin,
+        Tollgate(MutexSlidingWindow::new(open())),
+    );
+    v.visit("SlidingLog", Ours, Tollgate(SlidingLog::new(log_open())));
+    v.visit(
+        "MutexSlidingLog",
+        Twin,
+        Tollgate(MutexSlidingLog::new(log_open())),
+    );
+    v.visit("governor", Peer, governor_open(QuantaClock::default()));
+    v.visit("rate-net", Peer, rate_net_open());
+    v.visit(
+        "ratelimit",
+        Peer,
+        ratelimit_open(RatelimitStdClock(Instant::now())),
+    );
+    let per_sec = OPEN_PER_SEC as f64;
+    v.visit(
+        "std-mutex-bucket",
+        Peer,
+        StdMutexBucket::new(per_sec, per_sec, StdNow),
+    );
+}
+
+/// Takes what a closed limiter has, so that every later request is denied.
+pub fn drained<L: Check>(limiter: L) -> L {
+    let mut taken = 0;
+    while limiter.check() {
+        taken += 1;
+        assert!(taken < 10, "a closed limiter kept allowing");
+    }
+    limiter
+}
+
+/// Every subject at one request per hour, already taken: every request denied (scenario 2).
+pub fn denied(v: &mut impl Visit) {
+    use Family::*;
+    v.visit(
+        "TokenBucket",
+        Ours,
+        drained(Tollgate(TokenBucket::new(closed()))),
+    );
+    v.visit(
+        "MutexTokenBucket",
+        Twin,
+        drained(Tollgate(MutexTokenBucket::new(closed()))),
+    );
+    v.visit(
+        "FixedWindow",
+        Ours,
+        drained(Tollgate(FixedWindow::new(closed()))),
+    );
+    v.visit(
+        "MutexFixedWindow",
+        Twin,
+        drained(Tollgate(MutexFixedWindow::new(closed()))),
+    );
+    v.visit(
+        "SlidingWindow",
+        Ours,
+        drained(Tollgate(SlidingWindow::new(closed()))),
+    );
+    v.visit(
+        "MutexSlidingWindow",
+        Twin,
+        drained(Tollgate(MutexSlidingWindow::new(closed()))),
+    );
+    v.visit(
+        "SlidingLog",
+        Ours,
+        drained(Tollgate(SlidingLog::new(closed()))),
+    );
+    v.visit(
+        "MutexSlidingLog",
+        Twin,
+        drained(Tollgate(MutexSlidingLog::new(closed()))),
+    );
+    v.visit(
+        "governor",
+        Peer,
+        drained(governor_closed(QuantaClock::default())),
+    );
+    v.visit("rate-net", Peer, drained(rate_net_closed()));
+    v.visit(
+        "ratelimit",
+        Peer,
+        drained(ratelimit_closed(RatelimitStdClock(Instant::now()))),
+    );
+    let bucket = StdMutexBucket::new(1.0 / 3600.0, 1.0, StdNow);
+    v.visit("std-mutex-bucket", Peer, drained(bucket));
+}
+
+/// The coarse clocks: quanta's upkeep thread, started once. governor's upkeep clock must start
+/// it (it refuses to share one); tollgate's `CoarseClock` then reads the same `recent()` time.
+pub struct CoarseClocks {
+    /// governor's clock on quanta's `recent()`; owns the upkeep thread.
+    pub governor: QuantaUpkeepClock,
+    /// tollgate's coarse clock.
+    pub tollgate: CoarseClock,
+    /// rate-net's coarse clock, ticked by its own thread every 1 ms.
+    pub rate_net: rate_net::CoarseClock,
+}
+
+impl CoarseClocks {
+    /// Starts the upkeep threads (1 ms).
+    pub fn start() -> Self {
+        let governor = QuantaUpkeepClock::from_interval(Duration::from_millis(1))
+            .expect("quanta's upkeep thread starts once, here");
+        let tollgate = CoarseClock::new();
+        let rate_net = rate_net::CoarseClock::spawn(Duration::from_millis(1)).expect("ticker");
+        // Let the upkeep threads publish a first time.
+        std::thread::sleep(Duration::from_millis(5));
+        CoarseClocks {
+            governor,
+            tollgate,
+            rate_net,
+        }
+    }
+}
+
+/// Scenario 5: the same limiters on the precise and the coarse clock, all requests allowed.
+pub fn coarse_vs_precise(v: &mut impl Visit, clocks: &CoarseClocks) {
+    use Family::*;
+    let coarse = clocks.tollgate.clone();
+    v.visit(
+        "TokenBucket/precise",
+        Ours,
+        Tollgate(TokenBucket::new(open())),
+    );
+    let tb = TokenBucket::with_clock(open(), coarse.clone());
+    v.visit("TokenBucket/coarse", Ours, Tollgate(tb));
+    v.visit(
+        "FixedWindow/precise",
+        Ours,
+        Tollgate(FixedWindow::new(open())),
+    );
+    let fw = FixedWindow::with_clock(open(), coarse);
+    v.visit("FixedWindow/coarse", Ours, Tollgate(fw));
+    v.visit(
+        "governor/precise",
+        Peer,
+        governor_open(QuantaClock::default()),
+    );
+    v.visit(
+        "governor/coarse",
+        Peer,
+        governor_open(clocks.governor.clone()),
+    );
+    v.visit("rate-net/precise", Peer, rate_net_open());
+    let quota = rate_net::Quota::per_second(OPEN_PER_SEC as u32);
+    let rn = rate_net::DirectLimiter::with_quota(quota).with_clock(clocks.rate_net.clone());
+    v.visit("rate-net/coarse", Peer, RateNet(rn));
+}
+
+/// Scenario 3, the floor: what reading a clock costs, and a clock read plus one uncontended
+/// compare-exchange (the least a lock-free limiter on that clock can do).
+pub struct Floor {
+    monotonic: MonotonicClock,
+    coarse: CoarseClock,
+    quanta: quanta::Clock,
+    word: std::sync::atomic::AtomicU64,
+}
+
+impl Floor {
+    /// The clocks, made once. The coarse clock shares quanta's upkeep thread if one runs.
+    pub fn new(coarse: CoarseClock) -> Self {
+        Floor {
+            monotonic: MonotonicClock::new(),
+            coarse,
+            quanta: quanta::Clock::new(),
+            word: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// `quanta::Clock::raw()`: the TSC read itself.
+    #[inline]
+    pub fn quanta_raw(&self) -> u64 {
+        self.quanta.raw()
+    }
+
+    /// `quanta::Clock::now()`: TSC read and scaling to an `Instant`.
+    #[inline]
+    pub fn quanta_now(&self) -> quanta::Instant {
+        self.quanta.now()
+    }
+
+    /// `std::time::Instant::now()` (the vDSO's `clock_gettime`).
+    #[inline]
+    pub fn std_now(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// tollgate's `MonotonicClock` (quanta raw + scaling + high-water mark).
+    #[inline]
+    pub fn monotonic(&self) -> u64 {
+        self.monotonic.now_nanos()
+    }
+
+    /// tollgate's `CoarseClock` (quanta `recent()` + high-water mark).
+    #[inline]
+    pub fn coarse(&self) -> u64 {
+        self.coarse.now_nanos()
+    }
+
+    /// `MonotonicClock` read + one load + one uncontended compare-exchange, as the token
+    /// bucket's admission does.
+    #[inline]
+    pub fn monotonic_cas(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.monotonic.now_nanos();
+        let old = self.word.load(Relaxed);
+        self.word
+            .compare_exchange_weak(old, old.max(now) + 1, Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    /// `CoarseClock` read + one load + one uncontended compare-exchange.
+    #[inline]
+    pub fn coarse_cas(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.coarse.now_nanos();
+        let old = self.word.load(Relaxed);
+        self.word
+            .compare_exchange_weak(old, old.max(now) + 1, Relaxed, Relaxed)
+            .is_ok()
+    }
+}
+
+/// Checks that a subject answers as its scenario says (all allowed, or all denied) before it is
+/// measured: a misconfigured peer would otherwise be timed on the wrong path.
+pub fn assert_answers<L: Check>(name: &str, limiter: &L, expect_allowed: bool) {
+    for i in 0..1_000 {
+        let got = black_box(limiter.check());
+        assert_eq!(
+            got,
+            expect_allowed,
+            "{name}: request {i} was {} in a scenario where all are {}",
+            if got { "allowed" } else { "denied" },
+            if expect_allowed { "allowed" } else { "denied" }
+        );
+    }
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Turns one criterion run of `cargo bench --bench compare` into the markdown tables of
+benches/README.md: ns per request and Mops/s (criterion's median), ratios to governor and to
+the mutex twin, and the targets of issue 4 with the ratio each reached.
+
+Usage: python3 benches/table.py [target/criterion]
+"""
+
+import json
+import os
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else "target/criterion"
+ALGOS = ["TokenBucket", "FixedWindow", "SlidingWindow", "SlidingLog"]
+PEERS = ["governor", "rate-net", "ratelimit", "std-mutex-bucket"]
+
+
+def load():
+    """{(group, function, value): median ns per request}."""
+    out = {}
+    for dirpath, _, files in os.walk(ROOT):
+        if os.path.basename(dirpath) != "new" or "benchmark.json" not in files:
+            continue
+        with open(os.path.join(dirpath, "benchmark.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(dirpath, "estimates.json")) as f:
+            est = json.load(f)
+        key = (meta["group_id"], meta["function_id"], meta.get("value_str"))
+        out[key] = est["median"]["point_estimate"]
+    return out
+
+
+R = load()
+
+
+def ns(group, name, value=None):
+    return R.get((group, name, value))
+
+
+def fmt_ns(x):
+    return "—" if x is None else f"{x:.1f}"
+
+
+def fmt_mops(x):
+    return "—" if x is None else f"{1e3 / x:.1f}"
+
+
+def ratio(slow, fast):
+    """How many times faster `fast` is than `slow` (>1: faster)."""
+    if slow is None or fast is None:
+        return "—"
+    return f"{slow / fast:.2f}×"
+
+
+def single(group, title):
+    gov = ns(group, "governor")
+    print(f"\n**{title}** (`{group}`; ratio > 1: tollgate faster)\n")
+    print("| limiter | ns/req | Mops/s | twin ns/req | × twin | × governor |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for a in ALGOS:
+        x, t = ns(group, a), ns(group, "Mutex" + a)
+        print(f"| {a} | {fmt_ns(x)} | {fmt_mops(x)} | {fmt_ns(t)} | {ratio(t, x)} | {ratio(gov, x)} |")
+    for p in PEERS:
+        x = ns(group, p)
+        print(f"| {p} | {fmt_ns(x)} | {fmt_mops(x)} | | | {ratio(gov, x)} |")
+
+
+def floor():
+    print("\n**The floor** (`3-floor`)\n")
+    print("| what | ns | Mops/s |")
+    print("|---|---:|---:|")
+    for name in ["quanta-raw", "quanta-now", "std-instant-now", "MonotonicClock", "CoarseClock",
+                 "MonotonicClock+CAS", "CoarseClock+CAS"]:
+        x = ns("3-floor", name)
+        print(f"| {name} | {fmt_ns(x)} | {fmt_mops(x)} |")
+
+
+def threads():
+    print("\n**Threads on one shared limiter** (`4-threads`; aggregate; "
+          "4 threads oversubscribe the 2 cores)\n")
+    print("| limiter | 1 thr ns/req | 2 thr ns/req | 4 thr ns/req | 1 thr Mops/s | 2 thr Mops/s "
+          "| 4 thr Mops/s | × twin (2 thr) | × governor (2 thr) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    gov2 = ns("4-threads", "governor", "2")
+    for name in ALGOS + ["Mutex" + a for a in ALGOS] + PEERS:
+        xs = [ns("4-threads", name, str(t)) for t in (1, 2, 4)]
+        twin = ns("4-threads", "Mutex" + name, "2") if name in ALGOS else None
+        vs_twin = ratio(twin, xs[1]) if name in ALGOS else ""
+        vs_gov = ratio(gov2, xs[1]) if name in ALGOS else ""
+        print(f"| {name} | " + " | ".join(fmt_ns(x) for x in xs) + " | "
+              + " | ".join(fmt_mops(x) for x in xs) + f" | {vs_twin} | {vs_gov} |")
+
+
+def clock():
+    print("\n**Coarse vs precise clock** (`5-clock`, one thread, all allowed)\n")
+    print("| limiter | precise ns/req | coarse ns/req | coarse × precise | × governor (precise) |")
+    print("|---|---:|---:|---:|---:|")
+    gov = ns("5-clock", "governor/precise")
+    for name in ["TokenBucket", "FixedWindow", "governor", "rate-net"]:
+        p, c = ns("5-clock", f"{name}/precise"), ns("5-clock", f"{name}/coarse")
+        print(f"| {name} | {fmt_ns(p)} | {fmt_ns(c)} | {ratio(p, c)} | {ratio(gov, c)} |")
+
+
+def targets():
+    tb = ns("1-allowed", "TokenBucket")
+    gov = ns("1-allowed", "governor")
+    floor_cas = ns("3-floor", "MonotonicClock+CAS")
+    coarse = ns("5-clock", "TokenBucket/coarse")
+    gov_precise = ns("5-clock", "governor/precise")
+    tb2 = ns("4-threads", "TokenBucket", "2")
+    twin2 = ns("4-threads", "MutexTokenBucket", "2")
+
+    def row(target, measured, ok):
+        print(f"| {target} | {measured} | {'met' if ok else 'MISSED'} |")
+
+    print("\n**Targets (issue 4), ratios from this one run**\n")
+    print("| target | measured | |")
+    print("|---|---|---|")
+    if None not in (tb, gov):
+        row("TokenBucket (precise clock) not slower than governor `check()`",
+            f"{tb:.1f} vs {gov:.1f} ns: {gov / tb:.2f}×", tb <= gov)
+    if None not in (tb, floor_cas):
+        row("TokenBucket within 5% of the clock + CAS floor",
+            f"{tb:.1f} vs {floor_cas:.1f} ns: {100 * (tb / floor_cas - 1):+.0f}%",
+            tb <= 1.05 * floor_cas)
+    if None not in (coarse, gov_precise):
+        row("TokenBucket on the coarse clock ≥ 2.5× governor (default clock)",
+            f"{coarse:.1f} vs {gov_precise:.1f} ns: {gov_precise / coarse:.2f}×",
+            gov_precise >= 2.5 * coarse)
+    if None not in (tb2, twin2):
+        row("2 threads on one TokenBucket ≥ 3× its mutex twin",
+            f"{tb2:.1f} vs {twin2:.1f} ns/req: {twin2 / tb2:.2f}×", twin2 >= 3 * tb2)
+
+
+if __name__ == "__main__":
+    if not R:
+        sys.exit(f"no criterion results under {ROOT}: run `cargo bench --bench compare` first")
+    targets()
+    single("1-allowed", "One thread, every request allowed")
+    single("2-denied", "One thread, every request denied")
+    floor()
+    threads()
+    clock()
