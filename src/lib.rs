@@ -58,6 +58,11 @@ mod sync;
 #[cfg(feature = "std")]
 pub mod baseline;
 
+/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
+#[cfg(all(loom, feature = "std"))]
+#[doc(hidden)]
+pub mod mutants;
+
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
 pub use algo::sliding_window::SlidingWindow;
