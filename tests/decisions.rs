@@ -99,9 +99,9 @@ fn retrying_after_exactly_retry_after_passes() {
                 quota.limit()
             };
             let mut checked = 0;
-            // Under miri, 60 requests per stream instead of 400 (miri is ~1000× slower);
-            // enough for the 20 denials checked below.
-            for _ in 0..if cfg!(miri) { 60 } else { 400 } {
+            // Under miri, 20 requests per stream instead of 400 (miri is ~1000× slower, and
+            // some streams admit hundreds of log entries at once), so fewer denials to check.
+            for _ in 0..if cfg!(miri) { 20 } else { 400 } {
                 clock.advance(Duration::from_nanos(
                     rng.below(quota.period().as_nanos() as u64 / 3 + 1),
                 ));
@@ -132,7 +132,12 @@ fn retrying_after_exactly_retry_after_passes() {
                 );
                 checked += 1;
             }
-            assert!(checked > 20, "{}: only {checked} denials checked", s.name);
+            let enough = if cfg!(miri) { 5 } else { 20 };
+            assert!(
+                checked > enough,
+                "{}: only {checked} denials checked",
+                s.name
+            );
         }
     }
 }
