@@ -60,10 +60,12 @@ where
     let counter = executions.clone();
     let start = Instant::now();
     builder.check(move || {
+        // Relaxed: a tally read after loom returns, on the same OS thread; orders nothing.
         counter.fetch_add(1, Ordering::Relaxed);
         f();
     });
     Explored {
+        // Relaxed: loom ran every execution on this thread; see the increment.
         executions: executions.load(Ordering::Relaxed),
         elapsed: start.elapsed(),
         bound: builder.preemption_bound,
@@ -134,12 +136,14 @@ where
     QUIET.with(|q| q.set(true));
     let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
         builder.check(move || {
+            // Relaxed: a tally read after loom returns, on the same OS thread; orders nothing.
             counter.fetch_add(1, Ordering::Relaxed);
             f();
         })
     }));
     QUIET.with(|q| q.set(false));
     let elapsed = start.elapsed();
+    // Relaxed: loom ran every execution on this thread; see the increment.
     let executions = executions.load(Ordering::Relaxed);
     let message = match outcome {
         Ok(()) => panic!(
