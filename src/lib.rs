@@ -74,6 +74,11 @@ pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
 
+/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
+#[cfg(all(loom, feature = "std"))]
+#[doc(hidden)]
+pub mod mutants;
+
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
 pub use algo::sliding_window::SlidingWindow;

@@ -24,6 +24,13 @@ pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 #[cfg(all(not(loom), feature = "std"))]
 pub(crate) use std::sync::Arc;
 
+// The mutex twins' lock. Under loom it is loom's, so a model also explores a thread being
+// preempted between its clock read and taking the lock, as it can be with std's.
+#[cfg(all(loom, feature = "std"))]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(all(not(loom), feature = "std"))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
 /// Waits politely while another thread holds a short critical section.
 ///
 /// Under loom a spin must yield to the scheduler, or the model never lets the holder finish.

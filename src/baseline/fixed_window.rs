@@ -1,6 +1,6 @@
 //! Fixed window twin: (window, count) as two plain fields behind a mutex.
 
-use std::sync::Mutex;
+use crate::sync::Mutex;
 
 use super::{clamp, lock};
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};

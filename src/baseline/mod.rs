@@ -31,7 +31,8 @@ pub use sliding_log::MutexSlidingLog;
 pub use sliding_window::MutexSlidingWindow;
 pub use token_bucket::MutexTokenBucket;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use crate::sync::{Mutex, MutexGuard};
+use std::sync::PoisonError;
 
 /// Locks, ignoring poison: the twins' state is valid after any panic (none can happen inside).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -1,7 +1,7 @@
 //! Sliding log twin: a deque of the last `limit` admission times behind a mutex.
 
+use crate::sync::Mutex;
 use std::collections::VecDeque;
-use std::sync::Mutex;
 
 use super::{clamp, lock};
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota, QuotaError};

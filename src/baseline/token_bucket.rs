@@ -1,6 +1,6 @@
 //! Token bucket twin: the bucket's "empty until" instant as a u128, behind a mutex.
 
-use std::sync::Mutex;
+use crate::sync::Mutex;
 
 use super::{clamp, lock};
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The loom model checks (loom-tests/): every lock-free path of the four limiters, their mutex
+# twins through the same models, and every planted mutant caught. Release build with debug
+# assertions on; preemption bound 3 unless LOOM_MAX_PREEMPTIONS is set; a target dir of its
+# own so the `--cfg loom` build does not evict the normal build cache.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_LOOM:-target/loom}"
+export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
+export RUSTFLAGS="--cfg loom"
+
+start=$SECONDS
+cargo build --release -p loom-tests --tests
+echo "loom: build in $((SECONDS - start)) s"
+
+start=$SECONDS
+# --nocapture: each model prints one line (executions, time) and each mutant how fast it was
+# caught; these lines are the README's "Correctness" table.
+report=target/loom-report.txt
+if ! cargo test --release -p loom-tests -- --nocapture >"$report" 2>&1; then
+  cat "$report"
+  echo "loom: FAILED after $((SECONDS - start)) s"
+  exit 1
+fi
+grep -E '^(loom (model|mutant)|test result: )' "$report"
+echo "loom: models in $((SECONDS - start)) s"

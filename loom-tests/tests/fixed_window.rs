@@ -1,0 +1,210 @@
+//! Loom models of the fixed window: (window, count) in one word, so a new window's reset and
+//! its first admission are one compare-exchange. The mutex twin passes the same models; the
+//! split-reset mutant (the Java seed 003: reset by a separate store) must fail them.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom_tests::{
+    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
+};
+use tollgate::baseline::MutexFixedWindow;
+use tollgate::mutants::SplitResetFixedWindow;
+use tollgate::FixedWindow;
+use tollgate::{Limiter, ManualClock, Quota};
+
+use Step::{Acquire, SetClock};
+
+/// Mid-window instant for the frozen models.
+const MID: Duration = Duration::from_millis(3_500);
+/// The edge between window 0 and window 1 (windows of 1 s), and the last ns before it.
+const EDGE: Duration = Duration::from_secs(1);
+const JUST_BEFORE_EDGE: Duration = Duration::from_nanos(999_999_999);
+const FIVE: Duration = Duration::from_secs(5);
+const BACK: Duration = Duration::from_millis(3_500);
+
+fn quota(limit: u64) -> Quota {
+    Quota::per_second(limit).expect("valid quota")
+}
+
+/// 2 per window, 3 threads × 1 unit at a frozen instant: serially explained (2 pass).
+fn three_racers_one_unit_each<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+    )
+}
+
+/// 3 per window, costs 2, 2 and 1 racing: serially explained, all-or-nothing.
+fn three_racers_mixed_costs<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(2)], &[Acquire(2)], &[Acquire(1)]],
+    )
+}
+
+/// 3 per window, 2 threads × 2 unit calls: serially explained (3 of 4 pass).
+fn two_racers_two_calls_each<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
+    )
+}
+
+/// 2 per window; window 0 has 1 left, 1 ns before its end. One thread moves the clock over the
+/// edge and acquires while two others acquire. Each admission says which window counted it
+/// (its reset: 1 ns left in window 0, at least 1 s in window 1). Window 0 takes at most the 1
+/// it had left; window 1's racers plus a drain afterwards make exactly its limit of 2: never
+/// more than the limit per window, and no admission lost from the count.
+fn rollover_racing_admissions<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        JUST_BEFORE_EDGE,
+        &[SetClock(JUST_BEFORE_EDGE), Acquire(1)],
+        &[&[SetClock(EDGE), Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+        |clock, limiter, calls| {
+            let admitted: Vec<_> = calls
+                .iter()
+                .flatten()
+                .filter(|(_, d)| d.is_allowed())
+                .map(|&(_, d)| d)
+                .collect();
+            let in_old = admitted
+                .iter()
+                .filter(|d| d.reset_after() <= Duration::from_nanos(1))
+                .count() as u64;
+            let in_new = admitted.len() as u64 - in_old;
+            assert!(in_old <= 1, "over the limit in the old window: {calls:?}");
+            for d in admitted
+                .iter()
+                .filter(|d| d.reset_after() <= Duration::from_nanos(1))
+            {
+                assert_eq!(d.remaining(), 0, "remaining inconsistent: {calls:?}");
+            }
+            clock.set(EDGE);
+            let after = drain(limiter, 4);
+            assert_eq!(
+                in_new + after,
+                2,
+                "over the limit or lost in the new window: {calls:?}"
+            );
+        },
+    )
+}
+
+/// 2 per window, 1 left at 5 s; one thread steps the clock back to 3.5 s while two acquire:
+/// the stored window is never reset by going back, so racers plus a drain back at 5 s admit
+/// exactly 1.
+fn clock_step_back_racing_admissions<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        FIVE,
+        &[SetClock(FIVE), Acquire(1)],
+        &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
+        |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            clock.set(FIVE);
+            let after = drain(limiter, 3);
+            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
+        },
+    )
+}
+
+fn real2(c: ManualClock) -> FixedWindow<ManualClock> {
+    FixedWindow::with_clock(quota(2), c)
+}
+fn real3(c: ManualClock) -> FixedWindow<ManualClock> {
+    FixedWindow::with_clock(quota(3), c)
+}
+fn twin2(c: ManualClock) -> MutexFixedWindow<ManualClock> {
+    MutexFixedWindow::with_clock(quota(2), c)
+}
+fn twin3(c: ManualClock) -> MutexFixedWindow<ManualClock> {
+    MutexFixedWindow::with_clock(quota(3), c)
+}
+fn mutant2(c: ManualClock) -> SplitResetFixedWindow<ManualClock> {
+    SplitResetFixedWindow::with_clock(quota(2), c)
+}
+
+#[test]
+fn frozen_instant_admits_exactly_what_is_left() {
+    model("fixed_window/frozen 3x1", three_racers_one_unit_each(real2));
+    model(
+        "fixed_window/frozen mixed costs 3x1",
+        three_racers_mixed_costs(real3),
+    );
+    model("fixed_window/frozen 2x2", two_racers_two_calls_each(real3));
+}
+
+#[test]
+fn window_rollover_racing_admissions() {
+    model("fixed_window/rollover", rollover_racing_admissions(real2));
+}
+
+#[test]
+fn clock_step_back_racing() {
+    model(
+        "fixed_window/clock step back",
+        clock_step_back_racing_admissions(real2),
+    );
+}
+
+#[test]
+fn mutex_twin_passes_the_same_models() {
+    model(
+        "fixed_window/twin frozen 3x1",
+        three_racers_one_unit_each(twin2),
+    );
+    model(
+        "fixed_window/twin frozen mixed costs 3x1",
+        three_racers_mixed_costs(twin3),
+    );
+    model(
+        "fixed_window/twin frozen 2x2",
+        two_racers_two_calls_each(twin3),
+    );
+    model(
+        "fixed_window/twin rollover",
+        rollover_racing_admissions(twin2),
+    );
+    model(
+        "fixed_window/twin clock step back",
+        clock_step_back_racing_admissions(twin2),
+    );
+}
+
+#[test]
+fn split_reset_mutant_is_caught() {
+    expect_caught(
+        "fixed_window/split reset (seed 003), rollover",
+        "lost in the new window",
+        rollover_racing_admissions(mutant2),
+    );
+}
+
+/// The first admissions of a limiter created at 3.5 s also open a new window (3, after 0):
+/// the frozen model catches the split reset too.
+#[test]
+fn split_reset_mutant_is_caught_opening_a_window() {
+    expect_caught(
+        "fixed_window/split reset (seed 003), frozen 3x1",
+        NOT_SERIALIZABLE,
+        three_racers_one_unit_each(mutant2),
+    );
+}

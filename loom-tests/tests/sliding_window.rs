@@ -1,0 +1,269 @@
+//! Loom models of the sliding-window counter: a head word (slot, count) plus a ring of
+//! finished slots, written with `fetch_max` before the head CAS (`Release`) and read after an
+//! `Acquire` head load. The rollover models are where a `Relaxed` instead of
+//! `Acquire`/`Release`, or a ring write after the CAS, must show: both mutants must fail them.
+//! The mutex twin passes the same models.
+//!
+//! Geometry of every model: 2 slots of 1 s (period 2 s), so an admission in slot `e` counts
+//! until slot `e + 3` begins; ring of 3 entries.
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use loom_tests::{
+    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
+};
+use tollgate::baseline::MutexSlidingWindow;
+use tollgate::mutants::{BrokenSlidingWindow, SlidingWindowFlaw};
+use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
+
+use Step::{Acquire, SetClock};
+
+const SLOTS: u32 = 2;
+const MID: Duration = Duration::from_millis(3_500);
+const SLOT0: Duration = Duration::from_millis(500);
+const SLOT1: Duration = Duration::from_millis(1_500);
+/// Slot 3 begins: slot 0's admissions have left the window.
+const SLOT3: Duration = Duration::from_secs(3);
+const SLOT5: Duration = Duration::from_millis(5_500);
+const BACK: Duration = Duration::from_millis(200);
+
+fn quota(limit: u64) -> Quota {
+    Quota::new(limit, Duration::from_secs(2)).expect("valid quota")
+}
+
+/// Limit 2, 3 threads × 1 unit at a frozen instant: serially explained.
+fn three_racers_one_unit_each<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+    )
+}
+
+/// Limit 3, costs 2, 2 and 1 racing: serially explained.
+fn three_racers_mixed_costs<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(2)], &[Acquire(2)], &[Acquire(1)]],
+    )
+}
+
+/// Limit 3, 2 threads × 2 unit calls: serially explained.
+fn two_racers_two_calls_each<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        MID,
+        &[],
+        &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
+    )
+}
+
+/// Limit 3; slot 0 holds 2; three threads at 1.5 s (slot 1) race to move the head past slot 0
+/// (each mover writes slot 0 to the ring, one CAS wins) and to admit: exactly 1 passes, and
+/// every decision (remaining, retry, reset) is that of some serial order. A thread that sees
+/// the moved head but reads slot 0's ring entry from before the move counts 1 instead of 3
+/// and admits too much: that is what the two ordering mutants do.
+fn slot_rollover_at_a_frozen_instant<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    frozen(
+        make,
+        SLOT1,
+        &[SetClock(SLOT0), Acquire(2)],
+        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+    )
+}
+
+/// Limit 2; slot 0 holds 1. One thread moves the clock into slot 1 and acquires while two
+/// acquire: slot 0 is still in the window, so racers plus a drain afterwards admit exactly 1
+/// (never more than the limit in the window, no admission lost from the count).
+fn rollover_racing_admissions<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        SLOT0,
+        &[SetClock(SLOT0), Acquire(1)],
+        &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+        |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            assert!(raced <= 1, "over the limit: {calls:?}");
+            clock.set(SLOT1);
+            let after = drain(limiter, 3);
+            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
+        },
+    )
+}
+
+/// Limit 2; slot 0 full. One thread advances the clock to slot 3, where slot 0 has left the
+/// window, while two acquire: racers plus a drain at slot 3 admit exactly 2.
+fn expiry_racing_admissions<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        SLOT0,
+        &[SetClock(SLOT0), Acquire(2)],
+        &[&[SetClock(SLOT3)], &[Acquire(1)], &[Acquire(1)]],
+        |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            clock.set(SLOT3);
+            let after = drain(limiter, 4);
+            assert_eq!(raced + after, 2, "over the limit or lost: {calls:?}");
+        },
+    )
+}
+
+/// Limit 2, 1 left at 5.5 s; one thread steps the clock back to 0.2 s while two acquire:
+/// nothing expires by going back, so racers plus a drain back at 5.5 s admit exactly 1.
+fn clock_step_back_racing_admissions<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        SLOT5,
+        &[SetClock(SLOT5), Acquire(1)],
+        &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
+        |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            clock.set(SLOT5);
+            let after = drain(limiter, 3);
+            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
+        },
+    )
+}
+
+fn real2(c: ManualClock) -> SlidingWindow<ManualClock> {
+    SlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+}
+fn real3(c: ManualClock) -> SlidingWindow<ManualClock> {
+    SlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+}
+fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+    MutexSlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+}
+fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+    MutexSlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+}
+fn relaxed2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
+    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+}
+fn relaxed3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
+    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+}
+fn late_ring2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
+    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+}
+fn late_ring3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
+    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+}
+
+#[test]
+fn frozen_instant_admits_exactly_what_is_left() {
+    model(
+        "sliding_window/frozen 3x1",
+        three_racers_one_unit_each(real2),
+    );
+    model(
+        "sliding_window/frozen mixed costs 3x1",
+        three_racers_mixed_costs(real3),
+    );
+    model(
+        "sliding_window/frozen 2x2",
+        two_racers_two_calls_each(real3),
+    );
+}
+
+#[test]
+fn slot_rollover_racing_admissions() {
+    model(
+        "sliding_window/slot rollover at a frozen instant 3x1",
+        slot_rollover_at_a_frozen_instant(real3),
+    );
+    model(
+        "sliding_window/rollover racing a clock advance",
+        rollover_racing_admissions(real2),
+    );
+}
+
+#[test]
+fn clock_moves_racing_admissions() {
+    model(
+        "sliding_window/expiry racing a clock advance",
+        expiry_racing_admissions(real2),
+    );
+    model(
+        "sliding_window/clock step back",
+        clock_step_back_racing_admissions(real2),
+    );
+}
+
+#[test]
+fn mutex_twin_passes_the_same_models() {
+    model(
+        "sliding_window/twin frozen 3x1",
+        three_racers_one_unit_each(twin2),
+    );
+    model(
+        "sliding_window/twin frozen mixed costs 3x1",
+        three_racers_mixed_costs(twin3),
+    );
+    model(
+        "sliding_window/twin frozen 2x2",
+        two_racers_two_calls_each(twin3),
+    );
+    model(
+        "sliding_window/twin slot rollover at a frozen instant 3x1",
+        slot_rollover_at_a_frozen_instant(twin3),
+    );
+    model(
+        "sliding_window/twin rollover racing a clock advance",
+        rollover_racing_admissions(twin2),
+    );
+    model(
+        "sliding_window/twin expiry racing a clock advance",
+        expiry_racing_admissions(twin2),
+    );
+    model(
+        "sliding_window/twin clock step back",
+        clock_step_back_racing_admissions(twin2),
+    );
+}
+
+#[test]
+fn relaxed_head_mutant_is_caught() {
+    expect_caught(
+        "sliding_window/Relaxed head load, slot rollover 3x1",
+        NOT_SERIALIZABLE,
+        slot_rollover_at_a_frozen_instant(relaxed3),
+    );
+    expect_caught(
+        "sliding_window/Relaxed head load, rollover racing a clock advance",
+        "over the limit",
+        rollover_racing_admissions(relaxed2),
+    );
+}
+
+#[test]
+fn ring_write_after_cas_mutant_is_caught() {
+    expect_caught(
+        "sliding_window/ring write after the CAS, slot rollover 3x1",
+        NOT_SERIALIZABLE,
+        slot_rollover_at_a_frozen_instant(late_ring3),
+    );
+    expect_caught(
+        "sliding_window/ring write after the CAS, rollover racing a clock advance",
+        "over the limit",
+        rollover_racing_admissions(late_ring2),
+    );
+}
