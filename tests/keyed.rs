@@ -74,6 +74,9 @@ fn each_plan_has_its_own_quota_as_in_seed_001() {
 }
 
 #[test]
+// Thousands of papaya operations: minutes each under miri. The slot protocol these race is
+// model-checked by loom (loom-tests/tests/keyed_slot.rs); miri runs the other keyed tests.
+#[cfg_attr(miri, ignore)]
 fn sixteen_threads_racing_a_new_key_admit_exactly_the_limit_and_make_one_entry() {
     let quota = Quota::per_second(50).unwrap();
     for algorithm in Algorithm::ALL {
@@ -157,6 +160,9 @@ fn a_key_used_at_an_earlier_instant_is_evicted_only_once_full() {
 /// round read the same instant. (With the requester's state check removed from the slot
 /// protocol, this test fails within about 500 rounds here; the loom model proves the rest.)
 #[test]
+// Thousands of papaya operations: minutes each under miri. The slot protocol these race is
+// model-checked by loom (loom-tests/tests/keyed_slot.rs); miri runs the other keyed tests.
+#[cfg_attr(miri, ignore)]
 fn eviction_racing_requests_never_loses_or_invents_an_admission() {
     const LIMIT: u64 = 3;
     const KEYS: u64 = 32;
@@ -287,6 +293,9 @@ fn a_bounded_map_can_admit_new_keys_untracked_instead() {
 }
 
 #[test]
+// Thousands of papaya operations: minutes each under miri. The slot protocol these race is
+// model-checked by loom (loom-tests/tests/keyed_slot.rs); miri runs the other keyed tests.
+#[cfg_attr(miri, ignore)]
 fn a_bounded_map_stays_bounded_under_a_flood_of_new_keys() {
     let quota = Quota::per_second(1).unwrap();
     for algorithm in Algorithm::ALL {
@@ -319,6 +328,9 @@ fn a_bounded_map_stays_bounded_under_a_flood_of_new_keys() {
 }
 
 #[test]
+// Thousands of papaya operations: minutes each under miri. The slot protocol these race is
+// model-checked by loom (loom-tests/tests/keyed_slot.rs); miri runs the other keyed tests.
+#[cfg_attr(miri, ignore)]
 fn a_hundred_thousand_keys_come_and_go() {
     let quota = Quota::per_second(2).unwrap();
     for algorithm in Algorithm::ALL {
@@ -336,6 +348,8 @@ fn a_hundred_thousand_keys_come_and_go() {
 }
 
 #[test]
+// miri aborts on the refused 1 PiB allocation instead of returning the error.
+#[cfg_attr(miri, ignore)]
 fn a_quota_the_algorithm_cannot_hold_is_an_error_not_a_panic() {
     let huge = Quota::new(1 << 47, Duration::from_secs(86_400)).unwrap();
     assert!(

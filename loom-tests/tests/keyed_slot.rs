@@ -93,8 +93,11 @@ impl OneKeyMap {
 /// Limit 1. The key's limiter is fresh (as if last used long ago, so evicting it is
 /// legitimate); one request and one eviction race at `now`. The request must pass, and a
 /// later request at the same instant must not: its admission is on the map's limiter.
-fn one_request_against_one_eviction(requester: Variant, evictor: Variant) {
-    loom_tests::model(move || {
+fn one_request_against_one_eviction(
+    requester: Variant,
+    evictor: Variant,
+) -> impl Fn() + Send + Sync + 'static {
+    move || {
         let map = Arc::new(OneKeyMap::with_key(1, 2));
         let now = 2 * SECOND;
         let m = map.clone();
@@ -106,19 +109,20 @@ fn one_request_against_one_eviction(requester: Variant, evictor: Variant) {
         assert!(allowed, "a fresh limiter of 1 denied its first request");
         let again = map.request(now, Variant::Correct);
         assert!(!again, "admitted twice at one instant with a limit of 1");
-    })
+    }
 }
 
 #[test]
 fn a_request_racing_an_eviction_is_never_lost() {
-    one_request_against_one_eviction(Variant::Correct, Variant::Correct);
+    let model = one_request_against_one_eviction(Variant::Correct, Variant::Correct);
+    loom_tests::model("keyed slot: a request racing an eviction", model);
 }
 
 /// Limit 2, two requests and one eviction: exactly two admissions, wherever the eviction
 /// falls, and the limiter left in the map holds both.
 #[test]
 fn two_requests_and_an_eviction_admit_exactly_the_limit() {
-    loom_tests::model(|| {
+    loom_tests::model("keyed slot: two requests and an eviction", || {
         let map = Arc::new(OneKeyMap::with_key(2, 3));
         let now = 2 * SECOND;
         let threads: Vec<_> = (0..2)
@@ -140,8 +144,8 @@ fn two_requests_and_an_eviction_admit_exactly_the_limit() {
 
 /// Two evictors and one request on a fresh key: the request is kept, and a used key is never
 /// evicted by the second sweep either.
-fn two_sweeps_and_a_request(evictor: Variant) {
-    loom_tests::model(move || {
+fn two_sweeps_and_a_request(evictor: Variant) -> impl Fn() + Send + Sync + 'static {
+    move || {
         let map = Arc::new(OneKeyMap::with_key(1, 2));
         let now = 2 * SECOND;
         let sweeps: Vec<_> = (0..2)
@@ -159,35 +163,50 @@ fn two_sweeps_and_a_request(evictor: Variant) {
             !map.request(now, Variant::Correct),
             "admitted twice at one instant with a limit of 1"
         );
-    });
+    }
 }
 
 #[test]
 fn two_sweeps_racing_a_request_keep_it() {
-    two_sweeps_and_a_request(Variant::Correct);
+    loom_tests::model(
+        "keyed slot: two sweeps racing a request",
+        two_sweeps_and_a_request(Variant::Correct),
+    );
 }
 
 /// Planted bug: the first design, without the round in the state word. loom must find the
 /// ABA: a sweep whose attempt the request cancelled completes the other sweep's attempt with
 /// its own stale freshness check.
 #[test]
-#[should_panic(expected = "admitted twice")]
 fn planted_evictor_without_round_is_caught() {
-    two_sweeps_and_a_request(Variant::EvictorWithoutRound);
+    let model = two_sweeps_and_a_request(Variant::EvictorWithoutRound);
+    loom_tests::expect_caught(
+        "keyed slot mutant: evictor without round",
+        "admitted twice",
+        model,
+    );
 }
 
 /// Planted bug: the requester trusts its admission without the state RMW. loom must find the
 /// interleaving where the evictor removes the limiter between the lookup and the admission.
 #[test]
-#[should_panic(expected = "admitted twice")]
 fn planted_requester_without_state_check_is_caught() {
-    one_request_against_one_eviction(Variant::RequesterSkipsCheck, Variant::Correct);
+    let model = one_request_against_one_eviction(Variant::RequesterSkipsCheck, Variant::Correct);
+    loom_tests::expect_caught(
+        "keyed slot mutant: requester skips check",
+        "admitted twice",
+        model,
+    );
 }
 
 /// Planted bug: the evictor marks the slot on its pre-check alone. loom must find the
 /// interleaving where the admission lands between the check and the mark.
 #[test]
-#[should_panic(expected = "admitted twice")]
 fn planted_evictor_without_recheck_is_caught() {
-    one_request_against_one_eviction(Variant::Correct, Variant::EvictorSkipsRecheck);
+    let model = one_request_against_one_eviction(Variant::Correct, Variant::EvictorSkipsRecheck);
+    loom_tests::expect_caught(
+        "keyed slot mutant: evictor skips recheck",
+        "admitted twice",
+        model,
+    );
 }
