@@ -68,13 +68,12 @@ pub struct QuotaInput {
     pub ops: Vec<Op>,
 }
 
-/// Builds the quota, checking what every constructor promises.
-fn construct(c: Constructor) -> Result<Quota, QuotaError> {
+/// Builds the quota, checking what every constructor promises; `None` when the numbers do
+/// not even make a `Duration` (`Duration::new` would panic before tollgate is called).
+fn construct(c: Constructor) -> Option<Result<Quota, QuotaError>> {
     let (limit, period, result) = match c {
         Constructor::New(limit, period) => {
-            let Some(d) = period.duration() else {
-                return Err(QuotaError::ZeroPeriod); // not a quota input: skipped below
-            };
+            let d = period.duration()?;
             (limit.get(), d, Quota::new(limit.get(), d))
         }
         Constructor::NewNanos(limit, ns) => {
@@ -112,7 +111,7 @@ fn construct(c: Constructor) -> Result<Quota, QuotaError> {
             }
         }
     }
-    result
+    Some(result)
 }
 
 /// Decodes `data` and runs it.
@@ -122,7 +121,7 @@ pub fn run(data: &[u8]) {
         return;
     };
     input.ops.truncate(MAX_QUOTA_OPS);
-    let Ok(mut quota) = construct(input.constructor) else {
+    let Some(Ok(mut quota)) = construct(input.constructor) else {
         return;
     };
     for burst in &input.bursts {
