@@ -2,11 +2,12 @@
 # Fuzzing (fuzz/, see notes/fuzz-README.md):
 #   1. on stable, the committed corpus (fuzz/seeds/ and fuzz/regressions/) replayed through the
 #      same `run` functions libFuzzer calls, plus fmt and clippy of the fuzz crate;
-#   2. on nightly, each target fuzzed for FUZZ_SECONDS (default 40) from a copy of its seeds,
+#   2. under cargo fuzz (nightly, or stable with RUSTC_BOOTSTRAP=1 where no nightly can be
+#      installed), each target fuzzed for FUZZ_SECONDS (default 40) from a copy of its seeds,
 #      so the checkout stays clean. Any crash fails the stage; libFuzzer prints the input
 #      (bytes and base64) to the log: save it under fuzz/regressions/<target>/.
 # Installs what it needs when missing: a C++ compiler (libFuzzer), cargo-fuzz (pinned), and
-# the nightly toolchain.
+# the nightly toolchain (if it can). Warm: about 4 minutes with FUZZ_SECONDS=40.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,13 +32,24 @@ if [ "$(cargo fuzz --version 2>/dev/null || true)" != "cargo-fuzz $CARGO_FUZZ_VE
   step "installing cargo-fuzz $CARGO_FUZZ_VERSION"
   cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
 fi
+# cargo fuzz needs a nightly compiler (-Z sanitizer flags). Use the nightly toolchain if it is
+# there or can be installed; a machine that can fetch no other toolchain builds with its own
+# stable one under RUSTC_BOOTSTRAP=1 (stable rust-std ships the ASan runtime): the same flags,
+# the same fuzzing.
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   step "installing the nightly toolchain"
-  rustup toolchain install nightly --profile minimal
+  timeout 300 rustup toolchain install nightly --profile minimal || true
+fi
+if rustup run nightly rustc --version >/dev/null 2>&1; then
+  fuzz() { cargo +nightly fuzz "$@"; }
+  step "cargo fuzz on $(rustup run nightly rustc --version)"
+else
+  fuzz() { RUSTC_BOOTSTRAP=1 cargo fuzz "$@"; }
+  step "no nightly toolchain: cargo fuzz on $(rustc --version) with RUSTC_BOOTSTRAP=1"
 fi
 
-step "building the fuzz targets (nightly, sanitizer, debug assertions)"
-cargo +nightly fuzz build
+step "building the fuzz targets (sanitizer, debug assertions)"
+fuzz build
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -49,7 +61,7 @@ for t in "${TARGETS[@]}"; do
   [ -d "fuzz/regressions/$t" ] && dirs+=("fuzz/regressions/$t")
   # New inputs go to the first directory only (the copy); the others are only read.
   log="$work/$t.log"
-  if ! cargo +nightly fuzz run "$t" "${dirs[@]}" -- \
+  if ! fuzz run "$t" "${dirs[@]}" -- \
       -max_total_time="$FUZZ_SECONDS" -timeout=10 \
       -artifact_prefix="$work/artifacts/$t/" -print_final_stats=1 >"$log" 2>&1 \
     || compgen -G "$work/artifacts/$t/*" >/dev/null; then
