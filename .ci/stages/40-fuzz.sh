@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Fuzzing (fuzz/, see notes/fuzz-README.md):
+#   1. on stable, the committed corpus (fuzz/seeds/ and fuzz/regressions/) replayed through the
+#      same `run` functions libFuzzer calls, plus fmt and clippy of the fuzz crate;
+#   2. under cargo fuzz (nightly, or stable with RUSTC_BOOTSTRAP=1 where no nightly can be
+#      installed), each target fuzzed for FUZZ_SECONDS (default 40) from a copy of its seeds,
+#      so the checkout stays clean. Any crash fails the stage; libFuzzer prints the input
+#      (bytes and base64) to the log: save it under fuzz/regressions/<target>/.
+# Installs what it needs when missing: a C++ compiler (libFuzzer), cargo-fuzz (pinned), and
+# the nightly toolchain (if it can). Warm: about 4 minutes with FUZZ_SECONDS=40.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+CARGO_FUZZ_VERSION=0.13.1
+FUZZ_SECONDS=${FUZZ_SECONDS:-40}
+TARGETS=(quota token_bucket fixed_window sliding_window sliding_log)
+
+step() { echo "--- fuzz: $* ($SECONDS s)"; }
+
+if ! command -v c++ >/dev/null; then
+  step "installing a C++ compiler for libFuzzer"
+  apt-get update
+  apt-get install -y g++
+fi
+
+step "replaying the committed corpus on stable"
+cargo fmt --manifest-path fuzz/Cargo.toml --all --check
+cargo clippy --manifest-path fuzz/Cargo.toml --all-targets -- -D warnings
+cargo test --manifest-path fuzz/Cargo.toml
+
+if [ "$(cargo fuzz --version 2>/dev/null || true)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+  step "installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
+fi
+# cargo fuzz needs a nightly compiler (-Z sanitizer flags). Use the nightly toolchain if it is
+# there or can be installed; a machine that can fetch no other toolchain builds with its own
+# stable one under RUSTC_BOOTSTRAP=1 (stable rust-std ships the ASan runtime): the same flags,
+# the same fuzzing. FUZZ_NO_NIGHTLY=1 takes that path on purpose (to test it).
+has_nightly() {
+  [ "${FUZZ_NO_NIGHTLY:-0}" != 1 ] && rustup run nightly rustc --version >/dev/null 2>&1
+}
+if [ "${FUZZ_NO_NIGHTLY:-0}" != 1 ] && ! has_nightly; then
+  step "installing the nightly toolchain"
+  timeout 300 rustup toolchain install nightly --profile minimal || true
+fi
+if has_nightly; then
+  fuzz() { cargo +nightly fuzz "$@"; }
+  step "cargo fuzz on $(rustup run nightly rustc --version)"
+else
+  fuzz() { RUSTC_BOOTSTRAP=1 cargo fuzz "$@"; }
+  step "no nightly toolchain: cargo fuzz on $(rustc --version) with RUSTC_BOOTSTRAP=1"
+fi
+
+step "building the fuzz targets (sanitizer, debug assertions)"
+fuzz build
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for t in "${TARGETS[@]}"; do
+  step "fuzzing $t for $FUZZ_SECONDS s"
+  mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
+  cp fuzz/seeds/"$t"/* "$work/corpus/$t/"
+  dirs=("$work/corpus/$t")
+  [ -d "fuzz/regressions/$t" ] && dirs+=("fuzz/regressions/$t")
+  # New inputs go to the first directory only (the copy); the others are only read.
+  log="$work/$t.log"
+  if ! fuzz run "$t" "${dirs[@]}" -- \
+      -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+      -artifact_prefix="$work/artifacts/$t/" -print_final_stats=1 >"$log" 2>&1 \
+    || compgen -G "$work/artifacts/$t/*" >/dev/null; then
+    tail -n 80 "$log"
+    echo "fuzz: $t FAILED; the failing input's bytes and base64 are above" >&2
+    exit 1
+  fi
+  grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' "$log"
+done
+step "done"

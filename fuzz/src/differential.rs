@@ -1,0 +1,191 @@
+//! The four differential targets: one stream of operations applied to the lock-free limiter,
+//! its mutex twin and the reference model, all three answering every request identically;
+//! the [`Ledger`](crate::invariants::Ledger) checks the admissions on the way.
+
+use std::time::Duration;
+
+use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
+use tollgate::{FixedWindow, Limiter, ManualClock, Quota, SlidingLog, SlidingWindow, TokenBucket};
+
+use crate::invariants::{Bound, Ledger};
+use crate::model::{FixedWindowModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel};
+use crate::{decode, Op, Outcome};
+
+/// The largest limit the sliding-log target builds: the log and its twin hold `limit`
+/// entries, and the twin records a cost of `n` one entry at a time.
+pub const MAX_LOG_LIMIT: u64 = 1 << 12;
+
+/// Runs one decoded stream against a limiter, its twin and a model.
+fn drive(
+    quota: &Quota,
+    ops: &[Op],
+    clock: &ManualClock,
+    lock_free: &dyn Limiter,
+    twin: &dyn Limiter,
+    mut model: impl FnMut(u64, u64) -> Outcome,
+    bound: Bound,
+) {
+    let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
+    let mut now: u64 = 0;
+    let mut ledger = Ledger::new(bound, quota);
+    // The last request: when, its cost and decision, for the retry probes.
+    let mut last: Option<(u64, u64, Outcome)> = None;
+    for (step, &op) in ops.iter().enumerate() {
+        let (from, wait, n, must_pass) = match op {
+            Op::Advance(span) => {
+                now = now.saturating_add(span.nanos(period_ns));
+                continue;
+            }
+            Op::StepBack(span) => {
+                now = now.saturating_sub(span.nanos(period_ns));
+                continue;
+            }
+            Op::Acquire(cost) => (now, 0, cost.units(), None),
+            Op::RetryAfter => match last {
+                Some((
+                    at,
+                    n,
+                    Outcome {
+                        retry_after_ns: Some(r),
+                        ..
+                    },
+                )) => (at, r, n, Some(true)),
+                _ => continue,
+            },
+            Op::RetryJustBefore => match last {
+                Some((
+                    at,
+                    n,
+                    Outcome {
+                        retry_after_ns: Some(r),
+                        ..
+                    },
+                )) if r > 0 => (at, r - 1, n, Some(false)),
+                _ => continue,
+            },
+        };
+        // A retry probe waits from the instant of the denial it probes, whatever the clock
+        // did since (no request came in between: it is the last one).
+        now = from.saturating_add(wait);
+        clock.set(Duration::from_nanos(now));
+        let got = Outcome::from(lock_free.try_acquire_n(n));
+        let twin_got = Outcome::from(twin.try_acquire_n(n));
+        let expected = model(now, n);
+        assert_eq!(
+            got, twin_got,
+            "step {step}: lock-free vs twin, {n} units at {now} ns"
+        );
+        assert_eq!(
+            got, expected,
+            "step {step}: lock-free vs model, {n} units at {now} ns"
+        );
+        // What every decision promises, whatever the algorithm.
+        assert!(
+            got.remaining <= quota.limit().max(quota.burst()),
+            "step {step}: remaining above capacity"
+        );
+        if got.allowed || got.exceeds_capacity {
+            assert_eq!(
+                got.retry_after_ns, None,
+                "step {step}: a retry_after that cannot apply"
+            );
+        }
+        assert_eq!(
+            got.exceeds_capacity,
+            n > capacity(quota, bound),
+            "step {step}: exceeds_capacity"
+        );
+        if let Some(pass) = must_pass {
+            assert_eq!(
+                got.allowed,
+                pass,
+                "step {step}: {n} units {} retry_after was {}",
+                if pass { "at" } else { "1 ns before" },
+                if pass { "refused" } else { "admitted" }
+            );
+        }
+        if got.allowed {
+            ledger.admitted(now, n);
+        }
+        last = Some((now, n, got));
+    }
+    ledger.check();
+}
+
+/// The largest cost an algorithm can ever admit.
+fn capacity(quota: &Quota, bound: Bound) -> u64 {
+    match bound {
+        Bound::Bucket => quota.burst(),
+        Bound::Aligned | Bound::Sliding => quota.limit(),
+    }
+}
+
+macro_rules! target {
+    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident| $body:block) => {
+        $(#[$doc])*
+        pub mod $name {
+            use super::*;
+
+            /// Decodes `data` and runs the stream; inputs whose quota tollgate refuses are
+            /// the `quota` target's business and end here.
+            pub fn run(data: &[u8]) {
+                let Some((spec, $ops)) = decode(data) else { return };
+                let Some($quota) = spec.build() else { return };
+                let $slots = spec.slots();
+                let $clock = ManualClock::new();
+                $body
+            }
+        }
+    };
+}
+
+target!(
+    /// `TokenBucket` vs `MutexTokenBucket` vs [`TokenBucketModel`]; bound: burst + rate × time.
+    token_bucket,
+    |quota, _slots, clock, ops| {
+        let lock_free = TokenBucket::with_clock(quota, clock.clone());
+        let twin = MutexTokenBucket::with_clock(quota, clock.clone());
+        let mut model = TokenBucketModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Bucket);
+    }
+);
+
+target!(
+    /// `FixedWindow` vs `MutexFixedWindow` vs [`FixedWindowModel`]; bound: limit per window.
+    fixed_window,
+    |quota, _slots, clock, ops| {
+        let lock_free = FixedWindow::with_clock(quota, clock.clone());
+        let twin = MutexFixedWindow::with_clock(quota, clock.clone());
+        let mut model = FixedWindowModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Aligned);
+    }
+);
+
+target!(
+    /// `SlidingWindow` (1 to 4096 slots) vs `MutexSlidingWindow` vs [`SlidingWindowModel`];
+    /// bound: limit in any period.
+    sliding_window,
+    |quota, slots, clock, ops| {
+        let built = SlidingWindow::with_slots(quota, slots, clock.clone());
+        let twin_built = MutexSlidingWindow::with_slots(quota, slots, clock.clone());
+        assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
+        let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
+        let mut model = SlidingWindowModel::new(&quota, slots);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+    }
+);
+
+target!(
+    /// `SlidingLog` vs `MutexSlidingLog` vs [`SlidingLogModel`] (limits up to
+    /// [`MAX_LOG_LIMIT`]); bound: limit in any period.
+    sliding_log,
+    |quota, _slots, clock, ops| {
+        if quota.limit() > MAX_LOG_LIMIT {
+            return;
+        }
+        let lock_free = SlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
+        let twin = MutexSlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
+        let mut model = SlidingLogModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+    }
+);

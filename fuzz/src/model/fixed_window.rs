@@ -1,0 +1,62 @@
+//! The fixed window as documented: at most `limit` admissions per window
+//! `[k·period, (k+1)·period)`, windows counted from the clock's zero. A reading in a window
+//! before that of the newest admission counts against the newest admission's window (time
+//! stands still for the limiter until the clock is back).
+
+use std::collections::BTreeMap;
+
+use tollgate::Quota;
+
+use crate::{Outcome, HORIZON};
+
+/// The fixed window's reference model.
+#[derive(Clone, Debug)]
+pub struct FixedWindowModel {
+    limit: u64,
+    period: u64,
+    /// Admissions per window number.
+    admitted: BTreeMap<u64, u64>,
+    /// The window of the newest admission (0 before any).
+    newest_window: u64,
+}
+
+impl FixedWindowModel {
+    /// An empty window for `quota`.
+    pub fn new(quota: &Quota) -> Self {
+        FixedWindowModel {
+            limit: quota.limit(),
+            period: u64::try_from(quota.period().as_nanos()).expect("a period fits"),
+            admitted: BTreeMap::new(),
+            newest_window: 0,
+        }
+    }
+
+    /// One request of `n` units at clock reading `now_ns`.
+    pub fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        let window = (now_ns.min(HORIZON) / self.period).max(self.newest_window);
+        let count = self.admitted.get(&window).copied().unwrap_or(0);
+        let ends_at = (window + 1) * self.period;
+        // Full again when the window ends, unless nothing is counted in it.
+        let reset = |count: u64| {
+            if count == 0 {
+                0
+            } else {
+                ends_at.saturating_sub(now_ns)
+            }
+        };
+        let left = self.limit - count;
+        if n > self.limit {
+            return Outcome::exceeds(left, reset(count));
+        }
+        if n <= left {
+            if n > 0 {
+                *self.admitted.entry(window).or_insert(0) += n;
+                self.newest_window = window;
+                // Older windows never count again.
+                self.admitted.retain(|&w, _| w >= window);
+            }
+            return Outcome::allowed(left - n, reset(count + n));
+        }
+        Outcome::denied(left, now_ns, ends_at, reset(count))
+    }
+}

@@ -1,0 +1,25 @@
+//! Reference models: each algorithm's documented semantics, written again for clarity rather
+//! than speed, from the module headers in `src/algo/*.rs` and the README's algorithm table,
+//! without tollgate's decision functions. Plain integers (u128 where products may be wide),
+//! plain collections, searches instead of closed forms where a search says it more plainly.
+//!
+//! Each model answers `acquire(now_ns, n)` with an [`Outcome`](crate::Outcome), the reading
+//! of the clock passed in as is (the model clamps it at the horizon itself).
+
+mod fixed_window;
+mod sliding_log;
+mod sliding_window;
+mod token_bucket;
+
+pub use fixed_window::FixedWindowModel;
+pub use sliding_log::SlidingLogModel;
+pub use sliding_window::SlidingWindowModel;
+pub use token_bucket::TokenBucketModel;
+
+/// Greatest common divisor.
+pub(crate) fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
