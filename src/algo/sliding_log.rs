@@ -32,6 +32,9 @@
 //! - unlock: store of the new even `seq` with `Release`, publishing the entries.
 //! - optimistic read: `seq` with `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq`
 //!   again `Relaxed`: equal and even means the entries read were one consistent state.
+//! - optimistic admission: the lock CAS expects exactly the `seq` the snapshot was read under;
+//!   its success proves no admission came between (each raises the count held in `seq`), so
+//!   the decision made on the snapshot stands and is recorded without deciding again.
 //!
 //! # Time going backwards
 //!
@@ -137,24 +140,74 @@ impl SlidingLogCore {
         })
     }
 
+    /// The ring index of admission `j`, one of the last `limit` before `count`, given
+    /// `count_mod = count % limit`: no division per lookup.
     #[inline]
-    fn time(&self, j: u64) -> u64 {
+    fn index(&self, count: u64, count_mod: u64, j: u64) -> usize {
+        let back = count - j; // 1..=limit
+        (if back <= count_mod {
+            count_mod - back
+        } else {
+            count_mod + self.params.limit - back
+        }) as usize
+    }
+
+    /// Decides over the ring as it stands with `count` admissions.
+    #[inline]
+    fn decide(&self, count: u64, now_ns: u64, n: u64) -> (Decision, Option<u64>) {
+        let count_mod = count % self.params.limit;
         // Relaxed: validated by the seqlock (readers) or owned under the lock (writers).
-        self.entries[(j % self.params.limit) as usize].load(Ordering::Relaxed)
+        let time = |j| self.entries[self.index(count, count_mod, j)].load(Ordering::Relaxed);
+        self.params.decide(count, time, now_ns, n)
+    }
+
+    /// Records `n` admissions at `time` after `count` and unlocks: the caller holds the lock.
+    #[inline]
+    fn record_and_unlock(&self, count: u64, n: u64, time: u64) {
+        // Release fence: a reader that sees any entry written below also sees seq odd.
+        fence(Ordering::Release);
+        let limit = self.params.limit;
+        let mut i = count % limit;
+        for _ in 0..n {
+            // Relaxed: published by the Release unlock below.
+            self.entries[i as usize].store(time, Ordering::Relaxed);
+            i = if i + 1 == limit { 0 } else { i + 1 };
+        }
+        // Release: unlocks and publishes the entries.
+        self.seq.store((count + n) << 1, Ordering::Release);
     }
 
     #[inline]
     pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Optimistic, read-only: decide on a consistent snapshot; only an admission locks.
+        // Optimistic: decide on a snapshot; a denial returns without writing anything.
         // Acquire: pairs with the unlocking Release store, so the entries it published are seen.
         let seq = self.seq.load(Ordering::Acquire);
         if seq & LOCKED == 0 {
-            let (decision, write) = self.params.decide(seq >> 1, |j| self.time(j), now_ns, n);
-            // Acquire fence: the entry loads above happen before the re-check below.
-            fence(Ordering::Acquire);
-            // Relaxed: ordered by the fence; unchanged means no writer touched the entries.
-            if write.is_none() && self.seq.load(Ordering::Relaxed) == seq {
-                return decision;
+            let (decision, write) = self.decide(seq >> 1, now_ns, n);
+            match write {
+                None => {
+                    // Acquire fence: the entry loads above happen before the re-check below.
+                    fence(Ordering::Acquire);
+                    // Relaxed: ordered by the fence; unchanged means no writer touched the
+                    // entries while they were read.
+                    if self.seq.load(Ordering::Relaxed) == seq {
+                        return decision;
+                    }
+                }
+                Some(time) => {
+                    // Lock from exactly the seq the snapshot was read under: success means no
+                    // admission came between (each one raises the count in seq), so the
+                    // snapshot was consistent and the decision stands without re-deciding.
+                    // Acquire: orders the writes below after the lock.
+                    if self
+                        .seq
+                        .compare_exchange(seq, seq | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        self.record_and_unlock(seq >> 1, n, time);
+                        return decision;
+                    }
+                }
             }
         }
         self.acquire_locked(now_ns, n)
@@ -178,22 +231,13 @@ impl SlidingLogCore {
             }
             backoff.snooze();
         };
-        // Release fence: a reader that sees any entry written below also sees seq odd.
-        fence(Ordering::Release);
         let count = seq >> 1;
-        let (decision, write) = self.params.decide(count, |j| self.time(j), now_ns, n);
-        let new_seq = match write {
-            Some(time) => {
-                for j in count..count + n {
-                    // Relaxed: published by the Release unlock below.
-                    self.entries[(j % self.params.limit) as usize].store(time, Ordering::Relaxed);
-                }
-                (count + n) << 1
-            }
-            None => seq,
-        };
-        // Release: unlocks and publishes the entries.
-        self.seq.store(new_seq, Ordering::Release);
+        let (decision, write) = self.decide(count, now_ns, n);
+        match write {
+            Some(time) => self.record_and_unlock(count, n, time),
+            // Release: unlocks; nothing was written.
+            None => self.seq.store(seq, Ordering::Release),
+        }
         decision
     }
 }
