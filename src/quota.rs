@@ -153,13 +153,35 @@ pub struct Quota {
 }
 
 /// The token bucket's view of a quota: time in ticks of `1/scale` ns, one token every
-/// `interval` ticks, a capacity of `capacity` ticks (`burst × interval`).
+/// `interval` ticks, a capacity of `capacity` ticks (`burst × interval`). 32 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct GcraParams {
-    pub(crate) scale: u64,
     pub(crate) interval: u64,
     pub(crate) capacity: u64,
-    pub(crate) burst: u64,
+    /// `floor(x / interval) == (x × magic) >> (62 + shift)` for every `x < 2^62`: the hot path
+    /// counts tokens with a multiply instead of a 64-bit division.
+    magic: u64,
+    pub(crate) scale: u32,
+    shift: u32,
+}
+
+impl GcraParams {
+    /// Tokens in `ticks` of capacity: `ticks / interval`, for `ticks ≤ capacity < 2^62`.
+    ///
+    /// Granlund–Montgomery: with `l = ceil(log2 interval)` and
+    /// `magic = ceil(2^(62+l) / interval)`, `magic × interval - 2^(62+l) < interval ≤ 2^l`,
+    /// which makes the product's top bits the exact quotient for every 62-bit dividend.
+    #[inline]
+    pub(crate) fn tokens(&self, ticks: u64) -> u64 {
+        debug_assert!(ticks < 1 << 62);
+        ((u128::from(ticks) * u128::from(self.magic)) >> (62 + self.shift)) as u64
+    }
+
+    /// Whether a cost of `n` is above the burst (`n × interval > capacity`, with no overflow).
+    #[inline]
+    pub(crate) fn exceeds(&self, n: u64) -> bool {
+        u128::from(n) * u128::from(self.interval) > u128::from(self.capacity)
+    }
 }
 
 /// How a window algorithm packs (window number, count) into one word.
@@ -382,11 +404,16 @@ impl Quota {
         if capacity >= 1 << 62 {
             return None;
         }
+        let interval = interval as u64;
+        // interval ≤ capacity < 2^62, so shift ≤ 62 and magic < 2^63.
+        let shift = u64::BITS - (interval - 1).leading_zeros();
+        let magic = (1u128 << (62 + shift)).div_ceil(u128::from(interval)) as u64;
         Some(GcraParams {
-            scale,
-            interval: interval as u64,
+            interval,
             capacity: capacity as u64,
-            burst,
+            magic,
+            scale: scale as u32,
+            shift,
         })
     }
 
@@ -431,10 +458,47 @@ mod tests {
     fn inexact_rates_round_the_interval_up() {
         let q = Quota::per_second(999).unwrap();
         let p = q.gcra().unwrap();
-        assert_eq!(p.scale, MAX_SCALE);
+        assert_eq!(u64::from(p.scale), MAX_SCALE);
         // 10^9 × 32 / 999 = 32032032.03…, rounded up.
         assert_eq!(p.interval, 32_032_033);
         assert!(!q.is_exact());
+    }
+
+    #[test]
+    fn tokens_divide_exactly_by_multiplication() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for (limit, period) in [
+            (1, 1),
+            (3, 7_000_000_000),
+            (999, 1_000_000_000),
+            (7, 3),
+            (1, 1 << 40),
+        ] {
+            let q = Quota::new(limit, Duration::from_nanos(period)).unwrap();
+            let p = q.gcra().unwrap();
+            let edges = [
+                0,
+                1,
+                p.interval - 1,
+                p.interval,
+                p.interval + 1,
+                p.capacity,
+                (1 << 62) - 1,
+            ];
+            for ticks in edges.into_iter().chain((0..10_000).map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                x >> 2
+            })) {
+                assert_eq!(
+                    p.tokens(ticks),
+                    ticks / p.interval,
+                    "{ticks} / {}",
+                    p.interval
+                );
+            }
+        }
     }
 
     #[test]

@@ -49,25 +49,25 @@ pub(crate) type Step = (Decision, Option<u64>);
 /// The pure decision: state, now, cost → decision and new state. No atomics, no clock.
 #[inline]
 pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
-    let now = now_ns.min(HORIZON) * p.scale;
+    let now = now_ns.min(HORIZON) * u64::from(p.scale);
     let base = tat.max(now);
     // Most quotas tick in whole ns (scale 1): skip the division there.
     let ticks_to_ns = |ticks: u64| {
         if p.scale == 1 {
             ticks
         } else {
-            ticks.div_ceil(p.scale)
+            ticks.div_ceil(u64::from(p.scale))
         }
     };
-    if n > p.burst {
-        let remaining = (now + p.capacity).saturating_sub(base) / p.interval;
+    if p.exceeds(n) {
+        let remaining = p.tokens((now + p.capacity).saturating_sub(base));
         return (Decision::exceeds(remaining, ticks_to_ns(base - now)), None);
     }
     // now ≤ 2^63 and every written tat ≤ (some now) + capacity, with capacity < 2^62 and
     // n × interval ≤ capacity: new_tat < 2^63 + 2 × 2^62 = 2^64.
     let new_tat = base + n * p.interval;
     if new_tat - now <= p.capacity {
-        let remaining = (now + p.capacity - new_tat) / p.interval;
+        let remaining = p.tokens(now + p.capacity - new_tat);
         let write = (n != 0).then_some(new_tat);
         (
             Decision::allowed(remaining, ticks_to_ns(new_tat - now)),
@@ -80,7 +80,7 @@ pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
         let remaining = if n == 1 {
             0
         } else {
-            (now + p.capacity).saturating_sub(base) / p.interval
+            p.tokens((now + p.capacity).saturating_sub(base))
         };
         let pass_at = ticks_to_ns(new_tat - p.capacity);
         (
@@ -95,10 +95,10 @@ pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
 /// so the window between the load and the compare-exchange stays a few instructions long.
 #[inline]
 pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
-    if n == 0 || n > p.burst {
+    if n == 0 || p.exceeds(n) {
         return None;
     }
-    let now = now_ns.min(HORIZON) * p.scale;
+    let now = now_ns.min(HORIZON) * u64::from(p.scale);
     let new_tat = tat.max(now) + n * p.interval;
     (new_tat - now <= p.capacity).then_some(new_tat)
 }
