@@ -127,7 +127,8 @@ impl Reference {
     /// Removes the fresh twins; how many.
     fn sweep(&mut self) -> usize {
         let before = self.twins.len();
-        self.twins.retain(|_, twin| !Reference::is_fresh(twin.as_ref()));
+        self.twins
+            .retain(|_, twin| !Reference::is_fresh(twin.as_ref()));
         before - self.twins.len()
     }
 
