@@ -9,6 +9,7 @@
 //! | `fixed_window`   | the same against [`model::FixedWindowModel`]; at most `limit` per aligned window |
 //! | `sliding_window` | the same against [`model::SlidingWindowModel`]; at most `limit` in any window of length `period` |
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
+//! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded) = a `HashMap` of mutex twins on every decision, eviction count and `len()` (its own [`keyed::KeyedOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
 //! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, and the two
@@ -21,6 +22,7 @@ use tollgate::{Decision, Quota};
 
 mod differential;
 pub mod invariants;
+pub mod keyed;
 pub mod model;
 pub mod quota;
 
@@ -264,15 +266,17 @@ pub fn run(target: &str, data: &[u8]) {
         "fixed_window" => fixed_window::run(data),
         "sliding_window" => sliding_window::run(data),
         "sliding_log" => sliding_log::run(data),
+        "keyed" => keyed::run(data),
         _ => panic!("unknown fuzz target {target}"),
     }
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "quota",
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
+    "keyed",
 ];

@@ -66,6 +66,11 @@ fn sliding_log_corpus() {
 }
 
 #[test]
+fn keyed_corpus() {
+    replay("keyed");
+}
+
+#[test]
 fn every_target_has_a_test_above() {
     assert_eq!(
         tollgate_fuzz::TARGETS,
@@ -74,7 +79,8 @@ fn every_target_has_a_test_above() {
             "token_bucket",
             "fixed_window",
             "sliding_window",
-            "sliding_log"
+            "sliding_log",
+            "keyed"
         ]
     );
 }
