@@ -13,6 +13,11 @@
 //! remain, when to retry, when the limiter is full again. Each has a mutex twin in
 //! [`baseline`], written independently, for differential tests and benchmarks.
 //!
+//! Per client (IP, API key, route): [`KeyedLimiter`] keeps one limiter per key in a concurrent
+//! map, made on the key's first request with the map's quota or the key's plan
+//! ([`KeyedLimiter::try_acquire_with`]), evicts keys back to their fresh state
+//! ([`KeyedLimiter::evict_idle`]), and can bound its size ([`KeyedBuilder`]).
+//!
 //! ```
 //! use std::time::Duration;
 //! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
