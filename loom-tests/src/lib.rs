@@ -303,6 +303,62 @@ where
     })
 }
 
+/// Three threads, one unit each, at the frozen instant `at` on a fresh limiter: with a limit
+/// of 2, exactly 2 pass, and every decision is what some serial order says.
+pub fn frozen_three_units<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
+where
+    L: Limiter + 'static,
+    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
+{
+    frozen(
+        make,
+        at,
+        &[],
+        &[
+            &[Step::Acquire(1)],
+            &[Step::Acquire(1)],
+            &[Step::Acquire(1)],
+        ],
+    )
+}
+
+/// Costs 2, 2 and 1 racing at `at`: with a limit of 3, whichever 2 wins, the other 2 is
+/// denied and the 1 passes (or the 1 and one 2 pass): all or nothing, as some serial order.
+pub fn frozen_mixed_costs<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
+where
+    L: Limiter + 'static,
+    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
+{
+    frozen(
+        make,
+        at,
+        &[],
+        &[
+            &[Step::Acquire(2)],
+            &[Step::Acquire(2)],
+            &[Step::Acquire(1)],
+        ],
+    )
+}
+
+/// Two threads, two unit calls each, at `at`: with a limit of 3, 3 of the 4 pass, serially
+/// explained.
+pub fn frozen_two_calls_each<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
+where
+    L: Limiter + 'static,
+    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
+{
+    frozen(
+        make,
+        at,
+        &[],
+        &[
+            &[Step::Acquire(1), Step::Acquire(1)],
+            &[Step::Acquire(1), Step::Acquire(1)],
+        ],
+    )
+}
+
 /// Runs setup steps alone; every acquire must pass.
 fn setup(limiter: &dyn Limiter, clock: &tollgate::ManualClock, steps: &[Step]) {
     for step in steps {

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
+    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::baseline::MutexFixedWindow;
 use tollgate::mutants::SplitResetFixedWindow;
@@ -25,42 +26,6 @@ const BACK: Duration = Duration::from_millis(3_500);
 
 fn quota(limit: u64) -> Quota {
     Quota::per_second(limit).expect("valid quota")
-}
-
-/// 2 per window, 3 threads × 1 unit at a frozen instant: serially explained (2 pass).
-fn three_racers_one_unit_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
-    )
-}
-
-/// 3 per window, costs 2, 2 and 1 racing: serially explained, all-or-nothing.
-fn three_racers_mixed_costs<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(2)], &[Acquire(2)], &[Acquire(1)]],
-    )
-}
-
-/// 3 per window, 2 threads × 2 unit calls: serially explained (3 of 4 pass).
-fn two_racers_two_calls_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
-    )
 }
 
 /// 2 per window; window 0 has 1 left, 1 ns before its end. One thread moves the clock over the
@@ -144,12 +109,12 @@ fn mutant2(c: ManualClock) -> SplitResetFixedWindow<ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model("fixed_window/frozen 3x1", three_racers_one_unit_each(real2));
+    model("fixed_window/frozen 3x1", frozen_three_units(real2, MID));
     model(
         "fixed_window/frozen mixed costs 3x1",
-        three_racers_mixed_costs(real3),
+        frozen_mixed_costs(real3, MID),
     );
-    model("fixed_window/frozen 2x2", two_racers_two_calls_each(real3));
+    model("fixed_window/frozen 2x2", frozen_two_calls_each(real3, MID));
 }
 
 #[test]
@@ -169,15 +134,15 @@ fn clock_step_back_racing() {
 fn mutex_twin_passes_the_same_models() {
     model(
         "fixed_window/twin frozen 3x1",
-        three_racers_one_unit_each(twin2),
+        frozen_three_units(twin2, MID),
     );
     model(
         "fixed_window/twin frozen mixed costs 3x1",
-        three_racers_mixed_costs(twin3),
+        frozen_mixed_costs(twin3, MID),
     );
     model(
         "fixed_window/twin frozen 2x2",
-        two_racers_two_calls_each(twin3),
+        frozen_two_calls_each(twin3, MID),
     );
     model(
         "fixed_window/twin rollover",
@@ -205,6 +170,6 @@ fn split_reset_mutant_is_caught_opening_a_window() {
     expect_caught(
         "fixed_window/split reset (seed 003), frozen 3x1",
         NOT_SERIALIZABLE,
-        three_racers_one_unit_each(mutant2),
+        frozen_three_units(mutant2, MID),
     );
 }

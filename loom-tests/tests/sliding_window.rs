@@ -11,7 +11,8 @@
 use std::time::Duration;
 
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, expect_caught, frozen, frozen_mixed_costs, frozen_three_units,
+    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::baseline::MutexSlidingWindow;
 use tollgate::mutants::{BrokenSlidingWindow, SlidingWindowFlaw};
@@ -30,42 +31,6 @@ const BACK: Duration = Duration::from_millis(200);
 
 fn quota(limit: u64) -> Quota {
     Quota::new(limit, Duration::from_secs(2)).expect("valid quota")
-}
-
-/// Limit 2, 3 threads × 1 unit at a frozen instant: serially explained.
-fn three_racers_one_unit_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
-    )
-}
-
-/// Limit 3, costs 2, 2 and 1 racing: serially explained.
-fn three_racers_mixed_costs<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(2)], &[Acquire(2)], &[Acquire(1)]],
-    )
-}
-
-/// Limit 3, 2 threads × 2 unit calls: serially explained.
-fn two_racers_two_calls_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        MID,
-        &[],
-        &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
-    )
 }
 
 /// Limit 3; slot 0 holds 2; three threads at 1.5 s (slot 1) race to move the head past slot 0
@@ -170,17 +135,14 @@ fn late_ring3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model(
-        "sliding_window/frozen 3x1",
-        three_racers_one_unit_each(real2),
-    );
+    model("sliding_window/frozen 3x1", frozen_three_units(real2, MID));
     model(
         "sliding_window/frozen mixed costs 3x1",
-        three_racers_mixed_costs(real3),
+        frozen_mixed_costs(real3, MID),
     );
     model(
         "sliding_window/frozen 2x2",
-        two_racers_two_calls_each(real3),
+        frozen_two_calls_each(real3, MID),
     );
 }
 
@@ -212,15 +174,15 @@ fn clock_moves_racing_admissions() {
 fn mutex_twin_passes_the_same_models() {
     model(
         "sliding_window/twin frozen 3x1",
-        three_racers_one_unit_each(twin2),
+        frozen_three_units(twin2, MID),
     );
     model(
         "sliding_window/twin frozen mixed costs 3x1",
-        three_racers_mixed_costs(twin3),
+        frozen_mixed_costs(twin3, MID),
     );
     model(
         "sliding_window/twin frozen 2x2",
-        two_racers_two_calls_each(twin3),
+        frozen_two_calls_each(twin3, MID),
     );
     model(
         "sliding_window/twin slot rollover at a frozen instant 3x1",

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
+    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::baseline::MutexTokenBucket;
 use tollgate::mutants::LoadStoreTokenBucket;
@@ -19,44 +20,6 @@ const TEN: Duration = Duration::from_secs(10);
 
 fn quota(limit: u64) -> Quota {
     Quota::per_second(limit).expect("valid quota")
-}
-
-/// 2 per second (burst 2), 3 threads × 1 unit at a frozen instant: exactly 2 pass, and every
-/// decision is what some serial order says (remaining 1 then 0; the denial's retry 500 ms).
-fn three_racers_one_unit_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        3 * SECOND,
-        &[],
-        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
-    )
-}
-
-/// 3 per second, costs 2, 2 and 1 racing: whichever 2 wins, the other 2 is denied and the 1
-/// passes (or the 1 and one 2 pass), all-or-nothing, as some serial order.
-fn three_racers_mixed_costs<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        3 * SECOND,
-        &[],
-        &[&[Acquire(2)], &[Acquire(2)], &[Acquire(1)]],
-    )
-}
-
-/// 3 per second, 2 threads × 2 units one at a time: 3 of the 4 pass, serially explained.
-fn two_racers_two_calls_each<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    frozen(
-        make,
-        3 * SECOND,
-        &[],
-        &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
-    )
 }
 
 /// Drained at 0; one thread advances the clock by one token's interval (500 ms) while two
@@ -122,12 +85,18 @@ fn mutant3(c: ManualClock) -> LoadStoreTokenBucket<ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model("token_bucket/frozen 3x1", three_racers_one_unit_each(real2));
+    model(
+        "token_bucket/frozen 3x1",
+        frozen_three_units(real2, 3 * SECOND),
+    );
     model(
         "token_bucket/frozen mixed costs 3x1",
-        three_racers_mixed_costs(real3),
+        frozen_mixed_costs(real3, 3 * SECOND),
     );
-    model("token_bucket/frozen 2x2", two_racers_two_calls_each(real3));
+    model(
+        "token_bucket/frozen 2x2",
+        frozen_two_calls_each(real3, 3 * SECOND),
+    );
 }
 
 #[test]
@@ -146,15 +115,15 @@ fn clock_moves_racing_admissions() {
 fn mutex_twin_passes_the_same_models() {
     model(
         "token_bucket/twin frozen 3x1",
-        three_racers_one_unit_each(twin2),
+        frozen_three_units(twin2, 3 * SECOND),
     );
     model(
         "token_bucket/twin frozen mixed costs 3x1",
-        three_racers_mixed_costs(twin3),
+        frozen_mixed_costs(twin3, 3 * SECOND),
     );
     model(
         "token_bucket/twin frozen 2x2",
-        two_racers_two_calls_each(twin3),
+        frozen_two_calls_each(twin3, 3 * SECOND),
     );
     model(
         "token_bucket/twin clock advance",
@@ -171,12 +140,12 @@ fn load_then_store_mutant_is_caught() {
     expect_caught(
         "token_bucket/load-then-store, frozen 3x1",
         NOT_SERIALIZABLE,
-        three_racers_one_unit_each(mutant2),
+        frozen_three_units(mutant2, 3 * SECOND),
     );
     expect_caught(
         "token_bucket/load-then-store, frozen 2x2",
         NOT_SERIALIZABLE,
-        two_racers_two_calls_each(mutant3),
+        frozen_two_calls_each(mutant3, 3 * SECOND),
     );
     expect_caught(
         "token_bucket/load-then-store, clock advance",
