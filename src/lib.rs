@@ -80,7 +80,7 @@ pub mod baseline;
 mod keyed;
 
 /// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
-#[cfg(all(loom, feature = "std"))]
+#[cfg(all(tollgate_loom, feature = "std"))]
 #[doc(hidden)]
 pub mod mutants;
 
@@ -93,7 +93,7 @@ pub use clock::{Clock, ManualClock};
 pub use clock::{CoarseClock, MonotonicClock};
 pub use decision::Decision;
 /// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
-#[cfg(all(loom, feature = "std"))]
+#[cfg(all(tollgate_loom, feature = "std"))]
 #[doc(hidden)]
 pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]

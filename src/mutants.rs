@@ -1,5 +1,5 @@
 //! Planted mutants: each algorithm with a deliberately broken commit, for the loom models to
-//! catch. Built only under `--cfg loom`; not part of the API.
+//! catch. Built only under `--cfg tollgate_loom`; not part of the API.
 //!
 //! Every mutant reuses the real algorithm's pure decision (`token_bucket::decide`,
 //! `fixed_window::decide`, `Geometry::decide`, `LogParams::decide`) and its state layout, so

@@ -1,56 +1,56 @@
 //! The only place tollgate takes its atomics from.
 //!
-//! Under `--cfg loom` every type here is loom's, so the model checker sees every load, store and
+//! Under `--cfg tollgate_loom` every type here is loom's, so the model checker sees every load, store and
 //! compare-exchange the algorithms make, the manual clock's included. Otherwise `AtomicU64` comes
 //! from `portable-atomic`, which is the native instruction wherever the target has one (x86_64,
 //! aarch64) and a documented fallback where it does not (see the README's platform table).
 //!
 //! Nothing outside this module names `core::sync::atomic`, `portable_atomic` or `loom` directly.
 
-#[cfg(loom)]
+#[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
-#[cfg(loom)]
+#[cfg(tollgate_loom)]
 pub(crate) use loom::sync::Arc;
 // The keyed limiter's per-slot state word (std only, like the keyed map).
-#[cfg(all(loom, feature = "std"))]
+#[cfg(all(tollgate_loom, feature = "std"))]
 pub(crate) use loom::sync::atomic::AtomicU32;
 
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use portable_atomic::AtomicU32;
-#[cfg(not(loom))]
+#[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 // Only the std clocks share state through an `Arc`; the no_std core never allocates one, so it
 // also builds where `alloc::sync::Arc` does not exist (targets without atomic CAS).
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use std::sync::Arc;
 
 // The mutex twins' lock. Under loom it is loom's, so a model also explores a thread being
 // preempted between its clock read and taking the lock, as it can be with std's.
-#[cfg(all(loom, feature = "std"))]
+#[cfg(all(tollgate_loom, feature = "std"))]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
-#[cfg(all(not(loom), feature = "std"))]
+#[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// Waits politely while another thread holds a short critical section.
 ///
 /// Under loom a spin must yield to the scheduler, or the model never lets the holder finish.
 pub(crate) struct Backoff {
-    #[cfg(not(loom))]
+    #[cfg(not(tollgate_loom))]
     inner: crossbeam_utils::Backoff,
 }
 
 impl Backoff {
     pub(crate) fn new() -> Self {
         Backoff {
-            #[cfg(not(loom))]
+            #[cfg(not(tollgate_loom))]
             inner: crossbeam_utils::Backoff::new(),
         }
     }
 
     pub(crate) fn snooze(&self) {
-        #[cfg(loom)]
+        #[cfg(tollgate_loom)]
         loom::thread::yield_now();
-        #[cfg(not(loom))]
+        #[cfg(not(tollgate_loom))]
         self.inner.snooze();
     }
 }

@@ -2,13 +2,13 @@
 # The loom model checks (loom-tests/): every lock-free path of the four limiters, their mutex
 # twins through the same models, and every planted mutant caught. Release build with debug
 # assertions on; preemption bound 3 unless LOOM_MAX_PREEMPTIONS is set; a target dir of its
-# own so the `--cfg loom` build does not evict the normal build cache.
+# own so the `--cfg tollgate_loom` build does not evict the normal build cache.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_LOOM:-target/loom}"
 export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
-export RUSTFLAGS="--cfg loom"
+export RUSTFLAGS="--cfg tollgate_loom"
 
 start=$SECONDS
 cargo build --release -p loom-tests --tests

@@ -1,7 +1,7 @@
-//! Helpers for tollgate's loom models. Everything here exists only under `--cfg loom`:
+//! Helpers for tollgate's loom models. Everything here exists only under `--cfg tollgate_loom`:
 //!
 //! ```text
-//! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests
+//! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests
 //! ```
 //!
 //! - [`model`] explores every interleaving of a closure's loom threads up to a preemption
@@ -9,7 +9,7 @@
 //! - [`expect_caught`] runs a model over a planted mutant and asserts that loom finds the bug.
 //! - [`assert_serializable`] checks that what racing threads were answered is what some serial
 //!   order of the same calls answers.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};

@@ -1,7 +1,7 @@
 //! Loom models of the fixed window: (window, count) in one word, so a new window's reset and
 //! its first admission are one compare-exchange. The mutex twin passes the same models; the
 //! split-reset mutant (the Java seed 003: reset by a separate store) must fail them.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use std::time::Duration;
 

@@ -8,12 +8,12 @@
 //! the real map does not have (a mutex would).
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test --release -p loom-tests --test keyed_slot
+//! RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test keyed_slot
 //! ```
 //!
 //! The three `planted_*` tests run broken variants of the protocol and expect loom to find
 //! the interleaving that over-admits.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;

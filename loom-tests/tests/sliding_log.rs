@@ -3,7 +3,7 @@
 //! entries and `seq` again, and return only if nothing changed. The models race denials
 //! against an admission that overwrites the very entries they read. The mutex twin passes
 //! the same models; the unvalidated-read and lock-free-admission mutants must fail them.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use std::time::Duration;
 

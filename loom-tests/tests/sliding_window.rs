@@ -6,7 +6,7 @@
 //!
 //! Geometry of every model: 2 slots of 1 s (period 2 s), so an admission in slot `e` counts
 //! until slot `e + 3` begins; ring of 3 entries.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use std::time::Duration;
 

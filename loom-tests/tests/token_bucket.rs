@@ -1,6 +1,6 @@
 //! Loom models of the GCRA token bucket: one `tat` word, one compare-exchange per admission.
 //! The mutex twin passes the same models; the load-then-store mutant must fail them.
-#![cfg(loom)]
+#![cfg(tollgate_loom)]
 
 use std::time::Duration;
 

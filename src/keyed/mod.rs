@@ -21,7 +21,7 @@
 
 mod slot;
 
-#[cfg(loom)]
+#[cfg(tollgate_loom)]
 pub use slot::loom_model;
 
 use core::borrow::Borrow;

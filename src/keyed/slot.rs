@@ -264,8 +264,8 @@ impl Slot {
 }
 
 /// The slot protocol for loom models (`loom-tests/tests/keyed_slot.rs`): a slot over a token
-/// bucket, the correct protocol and three planted broken variants. Only under `--cfg loom`.
-#[cfg(loom)]
+/// bucket, the correct protocol and three planted broken variants. Only under `--cfg tollgate_loom`.
+#[cfg(tollgate_loom)]
 pub mod loom_model {
     use super::*;
 
@@ -351,7 +351,7 @@ pub mod loom_model {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
 
