@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test suite, on a fresh machine too: installs the system packages the tests run against
+# (a real redis-server and redis-cli for tollgate-redis), then runs every test in the
+# workspace: unit, integration and doc tests, the README's examples included.
+# Extra arguments go to `cargo test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} (the tests start their own servers on loopback ports)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+exec cargo test --workspace "$@"
