@@ -3,7 +3,7 @@
 //! | clock              | source                                  | cost here | steps back?            |
 //! |--------------------|-----------------------------------------|-----------|------------------------|
 //! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~20 ns    | never more than 8 µs   |
-//! | [`CoarseClock`]    | quanta's `recent()`, an upkeep thread   | ~3 ns     | never more than 8 µs   |
+//! | [`CoarseClock`]    | a time an upkeep thread publishes       | ~1 ns     | never                  |
 //! | [`ManualClock`]    | a shared counter moved by the caller    | ~1 ns     | only when `set` says so |
 //!
 //! Time is a `u64` of nanoseconds since the clock's zero (its creation for the first two,
@@ -261,7 +261,17 @@ mod std_clocks {
     struct MonotonicInner {
         clock: quanta::Clock,
         origin: u64,
+        /// Nanoseconds per raw tick, times 2^32 (quanta's calibration, read once).
+        per_tick: u64,
         high_water: HighWater,
+    }
+
+    /// Raw ticks to ns at `per_tick` ns per tick × 2^32. No overflow: the product of two
+    /// `u64`s fits a `u128`, and the result is the elapsed time in ns, below 2^64 for the
+    /// first 584 years of a clock.
+    #[inline]
+    fn scale_ticks(ticks: u64, per_tick: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(per_tick)) >> 32) as u64
     }
 
     impl MonotonicClock {
@@ -273,11 +283,16 @@ mod std_clocks {
         /// ```
         pub fn new() -> MonotonicClock {
             let clock = quanta::Clock::new();
+            // quanta's own scaling of 2^32 ticks: ns per tick in 32.32 fixed point (exactly
+            // 2^32 where the source already counts ns). One multiply and shift per reading
+            // then, instead of quanta's per-call dispatch on its clock kind.
+            let per_tick = clock.delta_as_nanos(0, 1 << 32);
             let origin = clock.raw();
             MonotonicClock {
                 inner: Arc::new(MonotonicInner {
                     clock,
                     origin,
+                    per_tick,
                     high_water: HighWater::new(),
                 }),
             }
@@ -294,43 +309,84 @@ mod std_clocks {
         #[inline]
         fn now_nanos(&self) -> u64 {
             let inner = &*self.inner;
-            let raw = inner.clock.raw();
-            inner
-                .high_water
-                .fix(inner.clock.delta_as_nanos(inner.origin, raw))
+            // A raw reading behind the origin (another core's TSC) reads as the zero.
+            let ticks = inner.clock.raw().saturating_sub(inner.origin);
+            inner.high_water.fix(scale_ticks(ticks, inner.per_tick))
         }
     }
 
-    /// The upkeep thread behind every `CoarseClock`, started once per process.
-    static UPKEEP: OnceLock<Option<quanta::Handle>> = OnceLock::new();
-
-    /// How often the upkeep thread refreshes the coarse time.
+    /// How often the upkeep thread publishes the coarse time.
     const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 
-    /// A cheaper, coarser clock: quanta's `recent()` time, refreshed every 1 ms by one
-    /// background upkeep thread per process (started by the first `CoarseClock`).
+    /// The coarse time: nanoseconds on `clock`, published by one upkeep thread.
+    ///
+    /// One writer, which only ever raises the value: `now` is monotone by construction, so a
+    /// reader needs no high-water mark of its own, only one load.
+    #[derive(Debug)]
+    struct CoarseTime {
+        now: CachePadded<AtomicU64>,
+        clock: MonotonicClock,
+    }
+
+    impl CoarseTime {
+        /// Publishes `t` unless the published time is already later. Called by the one
+        /// upkeep thread only, so a load and a store cannot lose a concurrent raise.
+        fn publish(&self, t: u64) {
+            // Relaxed (both): the time is a value, not a message; one writer keeps it monotone.
+            if t > self.now.load(Ordering::Relaxed) {
+                self.now.store(t, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The process's coarse time, made by the first `CoarseClock`.
+    static COARSE_TIME: OnceLock<CoarseTime> = OnceLock::new();
+    /// Whether its upkeep thread started: `None` if it did, else why not.
+    static COARSE_UPKEEP: OnceLock<Option<std::io::ErrorKind>> = OnceLock::new();
+
+    /// The coarse time, and its upkeep thread started (once per process).
+    fn coarse_time() -> (&'static CoarseTime, Option<std::io::ErrorKind>) {
+        let time = COARSE_TIME.get_or_init(|| {
+            let clock = MonotonicClock::new();
+            CoarseTime {
+                now: CachePadded::new(AtomicU64::new(clock.now_nanos())),
+                clock,
+            }
+        });
+        let failed = *COARSE_UPKEEP.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("tollgate-coarse-clock".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_INTERVAL);
+                    time.publish(time.clock.now_nanos());
+                })
+                .err()
+                .map(|e| e.kind())
+        });
+        (time, failed)
+    }
+
+    /// A cheaper, coarser clock: a time published every 1 ms by one background thread per
+    /// process (`tollgate-coarse-clock`, started by the first `CoarseClock`), read with one
+    /// load. Clones share the zero.
     ///
     /// Precision: a reading lags the true time by up to the 1 ms refresh interval plus the
     /// upkeep thread's scheduling delay. A token bucket on it refills in 1 ms steps; a window
-    /// may open up to 1 ms late. It never reads ahead of time, so it never admits early. If
-    /// another library already runs quanta's upkeep thread, that thread (and its interval) is
-    /// used.
+    /// may open up to 1 ms late. It never reads ahead of time, so it never admits early, and
+    /// it never steps back (one thread publishes it and only raises it). If the thread
+    /// cannot be started ([`CoarseClock::try_new`] says why), the clock stands still at its
+    /// first reading: limiters on it deny once their capacity is used, never admit more.
     ///
     /// ```
     /// use tollgate::{Clock, CoarseClock};
     /// let clock = CoarseClock::new();
-    /// let _t = clock.now_nanos();
+    /// let a = clock.now_nanos();
+    /// assert!(clock.now_nanos() >= a);
     /// ```
     #[derive(Clone, Debug)]
     pub struct CoarseClock {
-        inner: Arc<CoarseInner>,
-    }
-
-    #[derive(Debug)]
-    struct CoarseInner {
-        clock: quanta::Clock,
-        origin: quanta::Instant,
-        high_water: HighWater,
+        time: &'static CoarseTime,
+        origin: u64,
     }
 
     impl CoarseClock {
@@ -341,18 +397,29 @@ mod std_clocks {
         /// # let _ = clock;
         /// ```
         pub fn new() -> CoarseClock {
-            UPKEEP.get_or_init(|| {
-                // An `Err` means someone else's upkeep thread already runs: use it.
-                quanta::Upkeep::new(UPKEEP_INTERVAL).start().ok()
-            });
-            let clock = quanta::Clock::new();
-            let origin = clock.recent();
+            let (time, _) = coarse_time();
+            CoarseClock::starting_at(time)
+        }
+
+        /// Like [`CoarseClock::new`], but an error if the upkeep thread could not be started
+        /// (the clock would stand still).
+        ///
+        /// ```
+        /// let clock = tollgate::CoarseClock::try_new().expect("the upkeep thread runs");
+        /// # let _ = clock;
+        /// ```
+        pub fn try_new() -> Result<CoarseClock, std::io::Error> {
+            match coarse_time() {
+                (time, None) => Ok(CoarseClock::starting_at(time)),
+                (_, Some(kind)) => Err(std::io::Error::from(kind)),
+            }
+        }
+
+        fn starting_at(time: &'static CoarseTime) -> CoarseClock {
             CoarseClock {
-                inner: Arc::new(CoarseInner {
-                    clock,
-                    origin,
-                    high_water: HighWater::new(),
-                }),
+                time,
+                // Relaxed: a value; the upkeep thread's later raises are seen in order.
+                origin: time.now.load(Ordering::Relaxed),
             }
         }
     }
@@ -366,9 +433,13 @@ mod std_clocks {
     impl Clock for CoarseClock {
         #[inline]
         fn now_nanos(&self) -> u64 {
-            let inner = &*self.inner;
-            let since = inner.clock.recent().saturating_duration_since(inner.origin);
-            inner.high_water.fix(super::duration_to_nanos(since))
+            // Relaxed: a value, not a message. The published time only grows and this clock's
+            // origin was read from it earlier, so the subtraction never saturates in practice;
+            // saturating keeps it so even if a reading were older than the origin.
+            self.time
+                .now
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.origin)
         }
     }
 
@@ -394,6 +465,43 @@ mod std_clocks {
             assert!(ahead - behind < PUBLISH_EVERY_NS);
             let published = hw.fix(1_000_000 + PUBLISH_EVERY_NS);
             assert_eq!(hw.fix(0), published);
+        }
+
+        #[test]
+        fn the_coarse_time_only_moves_forward() {
+            let time = CoarseTime {
+                now: CachePadded::new(AtomicU64::new(0)),
+                clock: MonotonicClock::new(),
+            };
+            time.publish(5_000_000);
+            time.publish(4_000_000); // a reading behind the published time
+            assert_eq!(time.now.load(Ordering::Relaxed), 5_000_000);
+            time.publish(6_000_000);
+            assert_eq!(time.now.load(Ordering::Relaxed), 6_000_000);
+        }
+
+        #[test]
+        fn a_coarse_clock_counts_from_its_own_zero() {
+            // A time of the test's own, which this thread alone publishes.
+            let time: &'static CoarseTime = Box::leak(Box::new(CoarseTime {
+                now: CachePadded::new(AtomicU64::new(7_000_000)),
+                clock: MonotonicClock::new(),
+            }));
+            let clock = CoarseClock::starting_at(time);
+            assert_eq!(clock.now_nanos(), 0);
+            time.publish(8_000_000);
+            assert_eq!(clock.now_nanos(), 1_000_000);
+            assert_eq!(clock.clone().now_nanos(), 1_000_000);
+            assert!(CoarseClock::try_new().is_ok());
+        }
+
+        #[test]
+        fn ticks_scale_at_the_calibrated_rate() {
+            // 2^32 × per_tick / 2^32 = per_tick: 2^32 ticks read as quanta's 2^32 ticks.
+            assert_eq!(scale_ticks(1 << 32, 1_500_000_000), 1_500_000_000);
+            // A source already in ns (per_tick = 2^32) reads unchanged, to the last ns.
+            assert_eq!(scale_ticks(1 << 58, 1 << 32), 1 << 58);
+            assert_eq!(scale_ticks(12_345, 1 << 32), 12_345);
         }
 
         #[test]
