@@ -32,7 +32,7 @@ struct SingleThread<'a, 'c> {
 }
 
 impl Visit for SingleThread<'_, '_> {
-    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, _: Family, limiter: L) {
         assert_answers(name, &limiter, self.expect_allowed);
         self.group
             .bench_function(name, |b| b.iter(|| limiter.check()));
@@ -83,7 +83,7 @@ struct Threads<'a, 'c> {
 }
 
 impl Visit for Threads<'_, '_> {
-    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, _: Family, limiter: L) {
         assert_answers(name, &limiter, true);
         let threads = self.threads;
         self.group

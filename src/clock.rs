@@ -224,19 +224,36 @@ mod std_clocks {
             HighWater(CachePadded::new(AtomicU64::new(0)))
         }
 
+        /// The reading, or the mark if the reading is behind it. The common case (a reading
+        /// ahead of the mark, by less than the granule) is one load, one compare and one
+        /// subtraction, with both rarer cases out of line so that nothing waits on the mark.
         #[inline]
         fn fix(&self, t: u64) -> u64 {
             // Relaxed: the mark is a lower bound on readings, not a publication of data.
             let mark = self.0.load(Ordering::Relaxed);
             if t <= mark {
-                return mark;
+                return behind(mark);
             }
             if t - mark >= PUBLISH_EVERY_NS {
-                // Relaxed: fetch_max keeps the mark monotone whatever the interleaving.
-                self.0.fetch_max(t, Ordering::Relaxed);
+                self.publish(t);
             }
             t
         }
+
+        #[cold]
+        #[inline(never)]
+        fn publish(&self, t: u64) {
+            // Relaxed: fetch_max keeps the mark monotone whatever the interleaving.
+            self.0.fetch_max(t, Ordering::Relaxed);
+        }
+    }
+
+    /// A reading behind the high-water mark reads as the mark (out of line: it is rare, and a
+    /// branch to it keeps the common path from depending on the mark's value).
+    #[cold]
+    #[inline(never)]
+    fn behind(mark: u64) -> u64 {
+        mark
     }
 
     /// The default clock: quanta's calibrated TSC (or the OS monotonic clock where there is no
@@ -310,7 +327,10 @@ mod std_clocks {
         fn now_nanos(&self) -> u64 {
             let inner = &*self.inner;
             // A raw reading behind the origin (another core's TSC) reads as the zero.
-            let ticks = inner.clock.raw().saturating_sub(inner.origin);
+            let ticks = match inner.clock.raw().checked_sub(inner.origin) {
+                Some(ticks) => ticks,
+                None => behind(0),
+            };
             inner.high_water.fix(scale_ticks(ticks, inner.per_tick))
         }
     }
@@ -434,12 +454,12 @@ mod std_clocks {
         #[inline]
         fn now_nanos(&self) -> u64 {
             // Relaxed: a value, not a message. The published time only grows and this clock's
-            // origin was read from it earlier, so the subtraction never saturates in practice;
-            // saturating keeps it so even if a reading were older than the origin.
-            self.time
-                .now
-                .load(Ordering::Relaxed)
-                .saturating_sub(self.origin)
+            // origin was read from it earlier, so a reading is never below the origin; were it
+            // ever, it would read as the zero (out of line, so no select waits on it).
+            match self.time.now.load(Ordering::Relaxed).checked_sub(self.origin) {
+                Some(t) => t,
+                None => behind(0),
+            }
         }
     }
 

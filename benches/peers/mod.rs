@@ -43,7 +43,7 @@ pub enum Family {
 /// Receives each subject of a scenario, by value.
 pub trait Visit {
     /// Measures (or otherwise uses) one subject, then drops it.
-    fn visit<L: Check>(&mut self, name: &'static str, family: Family, limiter: L);
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, family: Family, limiter: L);
 }
 
 /// A tollgate limiter or twin.
@@ -341,12 +341,13 @@ pub fn denied(v: &mut impl Visit) {
     v.visit("std-mutex-bucket", Peer, drained(bucket));
 }
 
-/// The coarse clocks: quanta's upkeep thread, started once. governor's upkeep clock must start
-/// it (it refuses to share one); tollgate's `CoarseClock` then reads the same `recent()` time.
+/// The coarse clocks, each refreshed every 1 ms by its own upkeep thread: governor's
+/// `QuantaUpkeepClock` (quanta's `recent()`; it must start quanta's upkeep thread itself),
+/// tollgate's `CoarseClock` and rate-net's `CoarseClock`.
 pub struct CoarseClocks {
-    /// governor's clock on quanta's `recent()`; owns the upkeep thread.
+    /// governor's clock on quanta's `recent()`; owns quanta's upkeep thread.
     pub governor: QuantaUpkeepClock,
-    /// tollgate's coarse clock.
+    /// tollgate's coarse clock (its own upkeep thread).
     pub tollgate: CoarseClock,
     /// rate-net's coarse clock, ticked by its own thread every 1 ms.
     pub rate_net: rate_net::CoarseClock,
