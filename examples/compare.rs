@@ -151,7 +151,8 @@ impl Results {
                 Family::Twin => None,
                 _ => gov,
             };
-            let ratio = |other: Option<f64>| other.map_or(String::new(), |o| format!("{:.2}×", o / x));
+            let ratio =
+                |other: Option<f64>| other.map_or(String::new(), |o| format!("{:.2}×", o / x));
             println!(
                 "  {name:<20} {x:>8.1} {:>8.1} {:>11} {:>11}",
                 1e3 / x,
@@ -204,13 +205,25 @@ fn main() {
     );
 
     let allowed = Scenario::run(1, true, peers::allowed);
-    allowed.print("One thread, every request allowed (precise clock)", "governor");
+    allowed.print(
+        "One thread, every request allowed (precise clock)",
+        "governor",
+    );
     let denied = Scenario::run(1, false, peers::denied);
-    denied.print("One thread, every request denied (precise clock)", "governor");
+    denied.print(
+        "One thread, every request denied (precise clock)",
+        "governor",
+    );
     let coarse = Scenario::run(1, true, |s| peers::coarse_vs_precise(s, &clocks));
-    coarse.print("Precise vs coarse clock (one thread, allowed)", "governor/precise");
+    coarse.print(
+        "Precise vs coarse clock (one thread, allowed)",
+        "governor/precise",
+    );
     let two = Scenario::run(2, true, peers::allowed);
-    two.print("Two threads on one shared limiter, every request allowed", "governor");
+    two.print(
+        "Two threads on one shared limiter, every request allowed",
+        "governor",
+    );
 
     let floor = Floor::new(clocks.tollgate.clone());
     println!("\nWhat reading a clock costs (one thread, median ns per read)");
@@ -218,10 +231,12 @@ fn main() {
     let mono = floor_ns(&|| black_box(floor.monotonic()) != 0);
     let coarse_read = floor_ns(&|| black_box(floor.coarse()) != 0);
     let cas = floor_ns(&|| floor.monotonic_cas());
+    let coarse_cas = floor_ns(&|| floor.coarse_cas());
     println!("  the TSC itself (quanta raw)    {raw:>6.1}");
     println!("  MonotonicClock                 {mono:>6.1}");
     println!("  MonotonicClock + one CAS       {cas:>6.1}");
     println!("  CoarseClock                    {coarse_read:>6.1}");
+    println!("  CoarseClock + one CAS          {coarse_cas:>6.1}");
 
     println!("\nIn short (TokenBucket, tollgate's GCRA bucket, against governor's GCRA):");
     verdict(

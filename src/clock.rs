@@ -200,7 +200,7 @@ pub use self::std_clocks::{CoarseClock, MonotonicClock};
 #[cfg(feature = "std")]
 mod std_clocks {
     use super::Clock;
-    use crate::sync::{Arc, AtomicU64, Ordering};
+    use crate::sync::{Arc, AtomicU64, Ordering, StaticAtomicU64};
     use crossbeam_utils::CachePadded;
     use std::sync::OnceLock;
     use std::time::Duration;
@@ -338,52 +338,35 @@ mod std_clocks {
     /// How often the upkeep thread publishes the coarse time.
     const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 
-    /// The coarse time: nanoseconds on `clock`, published by one upkeep thread.
-    ///
-    /// One writer, which only ever raises the value: `now` is monotone by construction, so a
-    /// reader needs no high-water mark of its own, only one load.
-    #[derive(Debug)]
-    struct CoarseTime {
-        now: CachePadded<AtomicU64>,
-        clock: MonotonicClock,
-    }
+    /// The coarse time: nanoseconds on the upkeep thread's `MonotonicClock`, published every
+    /// [`UPKEEP_INTERVAL`]. A `static`, so a reader's load has a constant address: one load,
+    /// not a pointer and then the value. It only ever grows (see [`publish`]), so a reader
+    /// needs no high-water mark of its own.
+    static COARSE_NOW: CachePadded<StaticAtomicU64> = CachePadded::new(StaticAtomicU64::new(0));
 
-    impl CoarseTime {
-        /// Publishes `t` unless the published time is already later. Called by the one
-        /// upkeep thread only, so a load and a store cannot lose a concurrent raise.
-        fn publish(&self, t: u64) {
-            // Relaxed (both): the time is a value, not a message; one writer keeps it monotone.
-            if t > self.now.load(Ordering::Relaxed) {
-                self.now.store(t, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// The process's coarse time, made by the first `CoarseClock`.
-    static COARSE_TIME: OnceLock<CoarseTime> = OnceLock::new();
-    /// Whether its upkeep thread started: `None` if it did, else why not.
+    /// Whether the upkeep thread started: `None` if it did, else why not.
     static COARSE_UPKEEP: OnceLock<Option<std::io::ErrorKind>> = OnceLock::new();
 
-    /// The coarse time, and its upkeep thread started (once per process).
-    fn coarse_time() -> (&'static CoarseTime, Option<std::io::ErrorKind>) {
-        let time = COARSE_TIME.get_or_init(|| {
+    /// Raises the published time to `t` (never lowers it, whoever else publishes).
+    fn publish(word: &StaticAtomicU64, t: u64) {
+        // Relaxed: the time is a value, not a message; fetch_max keeps it monotone.
+        word.fetch_max(t, Ordering::Relaxed);
+    }
+
+    /// Starts the upkeep thread, once per process; `Some` says why it could not start.
+    fn start_upkeep() -> Option<std::io::ErrorKind> {
+        *COARSE_UPKEEP.get_or_init(|| {
             let clock = MonotonicClock::new();
-            CoarseTime {
-                now: CachePadded::new(AtomicU64::new(clock.now_nanos())),
-                clock,
-            }
-        });
-        let failed = *COARSE_UPKEEP.get_or_init(|| {
+            publish(&COARSE_NOW, clock.now_nanos());
             std::thread::Builder::new()
                 .name("tollgate-coarse-clock".into())
                 .spawn(move || loop {
                     std::thread::sleep(UPKEEP_INTERVAL);
-                    time.publish(time.clock.now_nanos());
+                    publish(&COARSE_NOW, clock.now_nanos());
                 })
                 .err()
                 .map(|e| e.kind())
-        });
-        (time, failed)
+        })
     }
 
     /// A cheaper, coarser clock: a time published every 1 ms by one background thread per
@@ -393,9 +376,9 @@ mod std_clocks {
     /// Precision: a reading lags the true time by up to the 1 ms refresh interval plus the
     /// upkeep thread's scheduling delay. A token bucket on it refills in 1 ms steps; a window
     /// may open up to 1 ms late. It never reads ahead of time, so it never admits early, and
-    /// it never steps back (one thread publishes it and only raises it). If the thread
-    /// cannot be started ([`CoarseClock::try_new`] says why), the clock stands still at its
-    /// first reading: limiters on it deny once their capacity is used, never admit more.
+    /// it never steps back (the published time only grows). If the thread cannot be started
+    /// ([`CoarseClock::try_new`] says why), the clock stands still at its first reading:
+    /// limiters on it deny once their capacity is used, never admit more.
     ///
     /// ```
     /// use tollgate::{Clock, CoarseClock};
@@ -405,7 +388,6 @@ mod std_clocks {
     /// ```
     #[derive(Clone, Debug)]
     pub struct CoarseClock {
-        time: &'static CoarseTime,
         origin: u64,
     }
 
@@ -417,8 +399,8 @@ mod std_clocks {
         /// # let _ = clock;
         /// ```
         pub fn new() -> CoarseClock {
-            let (time, _) = coarse_time();
-            CoarseClock::starting_at(time)
+            let _ = start_upkeep();
+            CoarseClock::starting_now()
         }
 
         /// Like [`CoarseClock::new`], but an error if the upkeep thread could not be started
@@ -429,17 +411,16 @@ mod std_clocks {
         /// # let _ = clock;
         /// ```
         pub fn try_new() -> Result<CoarseClock, std::io::Error> {
-            match coarse_time() {
-                (time, None) => Ok(CoarseClock::starting_at(time)),
-                (_, Some(kind)) => Err(std::io::Error::from(kind)),
+            match start_upkeep() {
+                None => Ok(CoarseClock::starting_now()),
+                Some(kind) => Err(std::io::Error::from(kind)),
             }
         }
 
-        fn starting_at(time: &'static CoarseTime) -> CoarseClock {
+        fn starting_now() -> CoarseClock {
             CoarseClock {
-                time,
                 // Relaxed: a value; the upkeep thread's later raises are seen in order.
-                origin: time.now.load(Ordering::Relaxed),
+                origin: COARSE_NOW.load(Ordering::Relaxed),
             }
         }
     }
@@ -456,7 +437,7 @@ mod std_clocks {
             // Relaxed: a value, not a message. The published time only grows and this clock's
             // origin was read from it earlier, so a reading is never below the origin; were it
             // ever, it would read as the zero (out of line, so no select waits on it).
-            match self.time.now.load(Ordering::Relaxed).checked_sub(self.origin) {
+            match COARSE_NOW.load(Ordering::Relaxed).checked_sub(self.origin) {
                 Some(t) => t,
                 None => behind(0),
             }
@@ -489,30 +470,23 @@ mod std_clocks {
 
         #[test]
         fn the_coarse_time_only_moves_forward() {
-            let time = CoarseTime {
-                now: CachePadded::new(AtomicU64::new(0)),
-                clock: MonotonicClock::new(),
-            };
-            time.publish(5_000_000);
-            time.publish(4_000_000); // a reading behind the published time
-            assert_eq!(time.now.load(Ordering::Relaxed), 5_000_000);
-            time.publish(6_000_000);
-            assert_eq!(time.now.load(Ordering::Relaxed), 6_000_000);
+            let word = StaticAtomicU64::new(0);
+            publish(&word, 5_000_000);
+            publish(&word, 4_000_000); // a reading behind the published time
+            assert_eq!(word.load(Ordering::Relaxed), 5_000_000);
+            publish(&word, 6_000_000);
+            assert_eq!(word.load(Ordering::Relaxed), 6_000_000);
         }
 
         #[test]
         fn a_coarse_clock_counts_from_its_own_zero() {
-            // A time of the test's own, which this thread alone publishes.
-            let time: &'static CoarseTime = Box::leak(Box::new(CoarseTime {
-                now: CachePadded::new(AtomicU64::new(7_000_000)),
-                clock: MonotonicClock::new(),
-            }));
-            let clock = CoarseClock::starting_at(time);
-            assert_eq!(clock.now_nanos(), 0);
-            time.publish(8_000_000);
-            assert_eq!(clock.now_nanos(), 1_000_000);
-            assert_eq!(clock.clone().now_nanos(), 1_000_000);
-            assert!(CoarseClock::try_new().is_ok());
+            let clock = CoarseClock::try_new().expect("the upkeep thread runs");
+            // Relaxed: values only.
+            let before = COARSE_NOW.load(Ordering::Relaxed);
+            let read = clock.now_nanos();
+            let after = COARSE_NOW.load(Ordering::Relaxed);
+            assert!(before - clock.origin <= read && read <= after - clock.origin);
+            assert!(clock.clone().now_nanos() >= read);
         }
 
         #[test]

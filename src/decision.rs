@@ -71,8 +71,10 @@ impl Decision {
     #[inline]
     pub(crate) fn allowed(remaining: u64, reset: u64) -> Decision {
         debug_assert!(remaining <= REMAINING);
+        // The mask keeps the flags out of reach of `remaining`, and lets the compiler see
+        // that `is_allowed` does not depend on it.
         Decision {
-            flags: ALLOWED | remaining,
+            flags: ALLOWED | (remaining & REMAINING),
             retry: NO_RETRY,
             reset,
         }
@@ -83,7 +85,7 @@ impl Decision {
     pub(crate) fn denied_after(remaining: u64, retry: u64, reset: u64) -> Decision {
         debug_assert!(remaining <= REMAINING);
         Decision {
-            flags: remaining,
+            flags: remaining & REMAINING,
             retry,
             reset,
         }
@@ -106,7 +108,7 @@ impl Decision {
     pub(crate) fn exceeds(remaining: u64, reset_ns: u64) -> Decision {
         debug_assert!(remaining <= REMAINING);
         Decision {
-            flags: EXCEEDS | remaining,
+            flags: EXCEEDS | (remaining & REMAINING),
             retry: NO_RETRY,
             reset: reset_ns,
         }
