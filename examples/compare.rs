@@ -40,10 +40,19 @@ const OPS: u64 = 20_000;
 /// Rounds; each subject's figure is its median round.
 const ROUNDS: usize = 101;
 
+/// One timed round: the wall time, and how much of it the threads ran side by side.
+#[derive(Clone, Copy)]
+struct Round {
+    wall: Duration,
+    /// The threads' own spans added up, over the wall time, minus one, over `threads - 1`:
+    /// 1 when all threads ran for the whole round together, 0 when they took turns.
+    overlap: f64,
+}
+
 /// Times `OPS` requests from `threads` threads to one limiter: from the first thread's start
 /// to the last one's end, so a thread scheduled only after another finished cannot hide the
 /// contention it would have met.
-fn time_batch<L: Check>(limiter: &L, threads: usize) -> Duration {
+fn time_batch<L: Check>(limiter: &L, threads: usize) -> Round {
     let per_thread = OPS / threads as u64;
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
@@ -65,7 +74,14 @@ fn time_batch<L: Check>(limiter: &L, threads: usize) -> Duration {
             .map(|h| h.join().expect("bench thread"))
             .collect();
         let start = spans.iter().map(|s| s.0).min().expect("a thread");
-        spans.iter().map(|s| s.1).max().expect("a thread") - start
+        let wall = spans.iter().map(|s| s.1).max().expect("a thread") - start;
+        let busy: f64 = spans.iter().map(|s| (s.1 - s.0).as_secs_f64()).sum();
+        let overlap = if threads > 1 {
+            (busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64
+        } else {
+            0.0
+        };
+        Round { wall, overlap }
     })
 }
 
@@ -73,8 +89,9 @@ fn time_batch<L: Check>(limiter: &L, threads: usize) -> Duration {
 struct Subject {
     name: &'static str,
     family: Family,
-    batch: Box<dyn Fn() -> Duration>,
+    batch: Box<dyn Fn() -> Round>,
     rounds: Vec<f64>,
+    overlaps: Vec<f64>,
 }
 
 /// A scenario's subjects: collected first, then timed in interleaved rounds.
@@ -95,6 +112,7 @@ impl Visit for Scenario {
             family,
             batch: Box::new(move || time_batch(&limiter, threads)),
             rounds: Vec::with_capacity(ROUNDS),
+            overlaps: Vec::with_capacity(ROUNDS),
         });
     }
 }
@@ -112,22 +130,27 @@ impl Scenario {
         for round in 0..ROUNDS {
             for i in 0..n {
                 let subject = &mut s.subjects[(round + i) % n];
-                let t = (subject.batch)();
-                subject.rounds.push(t.as_nanos() as f64 / OPS as f64);
+                let r = (subject.batch)();
+                subject.rounds.push(r.wall.as_nanos() as f64 / OPS as f64);
+                subject.overlaps.push(r.overlap);
             }
         }
+        let mut overlaps: Vec<f64> = s.subjects.iter().flat_map(|x| x.overlaps.clone()).collect();
+        let overlap = median(&mut overlaps);
         let rows = s
             .subjects
             .into_iter()
             .map(|mut x| (x.name, x.family, median(&mut x.rounds)))
             .collect();
-        Results { rows }
+        Results { rows, overlap }
     }
 }
 
 /// A scenario's medians, ns per request, in the order the subjects came.
 struct Results {
     rows: Vec<(&'static str, Family, f64)>,
+    /// The median round's share of time the threads ran side by side (see [`Round`]).
+    overlap: f64,
 }
 
 impl Results {
@@ -223,6 +246,11 @@ fn main() {
     two.print(
         "Two threads on one shared limiter, every request allowed",
         "governor",
+    );
+    println!(
+        "  (the two threads ran side by side for {:.0}% of the median round; the rest of the \
+         time the machine ran one of them, or something else)",
+        100.0 * two.overlap
     );
 
     let floor = Floor::new(clocks.tollgate.clone());

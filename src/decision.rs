@@ -170,7 +170,7 @@ impl Decision {
 
     /// Ticks of this decision to whole ns, rounded up.
     #[inline]
-    fn to_ns(&self, ticks: u64) -> u64 {
+    fn ns(&self, ticks: u64) -> u64 {
         // `scale - 1` is five bits: the divisor is 1..=32, never zero.
         let scale = ((self.flags >> SCALE_SHIFT) & SCALE_MASK) + 1;
         if scale == 1 {
@@ -224,7 +224,7 @@ impl Decision {
     /// ```
     #[inline]
     pub fn retry_after(&self) -> Option<Duration> {
-        (self.retry != NO_RETRY).then(|| Duration::from_nanos(self.to_ns(self.retry)))
+        (self.retry != NO_RETRY).then(|| Duration::from_nanos(self.ns(self.retry)))
     }
 
     /// How long until the limiter is back to its full capacity if no further request is
@@ -239,7 +239,7 @@ impl Decision {
     /// ```
     #[inline]
     pub fn reset_after(&self) -> Duration {
-        Duration::from_nanos(self.to_ns(self.reset))
+        Duration::from_nanos(self.ns(self.reset))
     }
 
     /// Whether the cost asked for is larger than the limiter can ever allow (above the
