@@ -26,12 +26,13 @@
 //! `benches/README.md`).
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 #[path = "../benches/peers/mod.rs"]
 mod peers;
-use peers::{assert_answers, Check, CoarseClocks, Family, Floor, Visit};
+use peers::{
+    assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
+};
 
 /// Requests per subject per round, all threads together: a round of well under a millisecond,
 /// shorter than a scheduler's time slice, so most rounds run without being preempted even on a
@@ -53,36 +54,15 @@ struct Round {
 /// to the last one's end, so a thread scheduled only after another finished cannot hide the
 /// contention it would have met.
 fn time_batch<L: Check>(limiter: &L, threads: usize) -> Round {
-    let per_thread = OPS / threads as u64;
-    let barrier = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..per_thread {
-                        black_box(limiter.check());
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        let spans: Vec<(Instant, Instant)> = handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread"))
-            .collect();
-        let start = spans.iter().map(|s| s.0).min().expect("a thread");
-        let wall = spans.iter().map(|s| s.1).max().expect("a thread") - start;
-        let busy: f64 = spans.iter().map(|s| (s.1 - s.0).as_secs_f64()).sum();
-        let overlap = if threads > 1 {
-            (busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64
-        } else {
-            0.0
-        };
-        Round { wall, overlap }
-    })
+    let spans = spans(limiter, threads, OPS / threads as u64);
+    let wall = first_start_to_last_end(&spans);
+    let busy: f64 = spans.iter().map(|s| (s.1 - s.0).as_secs_f64()).sum();
+    let overlap = if threads > 1 {
+        (busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64
+    } else {
+        0.0
+    };
+    Round { wall, overlap }
 }
 
 /// One subject, kept alive for the whole scenario; `batch` times one round of it.

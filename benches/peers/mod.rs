@@ -478,6 +478,39 @@ impl Floor {
     }
 }
 
+/// `threads` threads, released together by a barrier, each make `per_thread` requests to one
+/// limiter; returns each thread's (start, end).
+pub fn spans<L: Check>(limiter: &L, threads: usize, per_thread: u64) -> Vec<(Instant, Instant)> {
+    let barrier = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..per_thread {
+                        black_box(limiter.check());
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
+    })
+}
+
+/// From the first thread's start to the last one's end: a thread the scheduler runs only after
+/// another has finished cannot hide the contention it would have met.
+pub fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
+    let start = spans.iter().map(|s| s.0).min().expect("a thread");
+    let end = spans.iter().map(|s| s.1).max().expect("a thread");
+    end - start
+}
+
 /// Checks that a subject answers as its scenario says (all allowed, or all denied) before it is
 /// measured: a misconfigured peer would otherwise be timed on the wrong path.
 pub fn assert_answers<L: Check>(name: &str, limiter: &L, expect_allowed: bool) {
