@@ -26,6 +26,7 @@
 //! `benches/README.md`).
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[path = "../benches/peers/mod.rs"]
@@ -172,18 +173,14 @@ fn median(rounds: &mut [f64]) -> f64 {
     rounds[rounds.len() / 2]
 }
 
-/// Median over `ROUNDS` of `OPS` calls of `f`, in ns per call.
-fn floor_ns(f: &dyn Fn() -> bool) -> f64 {
-    let mut r: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..OPS {
-                black_box(f());
-            }
-            start.elapsed().as_nanos() as f64 / OPS as f64
-        })
-        .collect();
-    median(&mut r)
+/// A closure as a subject: the floor's operations, timed like the limiters.
+struct Op<F>(F);
+
+impl<F: Fn() -> bool + Sync> Check for Op<F> {
+    #[inline]
+    fn check(&self) -> bool {
+        (self.0)()
+    }
 }
 
 /// One line of the summary: how tollgate's `ours` compares with `theirs` in `s`.
@@ -233,18 +230,48 @@ fn main() {
         100.0 * two.overlap
     );
 
-    let floor = Floor::new(clocks.tollgate.clone());
+    // The floor, in interleaved rounds too: each clock read alone, and with one uncontended
+    // compare-exchange after it (what every lock-free admission on that clock pays at least).
+    let floor = Arc::new(Floor::new(clocks.tollgate.clone()));
+    let reads = Scenario::run(1, true, |s| {
+        let f = Arc::clone(&floor);
+        s.visit(
+            "quanta raw",
+            Family::Peer,
+            Op(move || black_box(f.quanta_raw()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "MonotonicClock",
+            Family::Peer,
+            Op(move || black_box(f.monotonic()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "MonotonicClock+CAS",
+            Family::Peer,
+            Op(move || f.monotonic_cas()),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "CoarseClock",
+            Family::Peer,
+            Op(move || black_box(f.coarse()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit("CoarseClock+CAS", Family::Peer, Op(move || f.coarse_cas()));
+    });
     println!("\nWhat reading a clock costs (one thread, median ns per read)");
-    let raw = floor_ns(&|| black_box(floor.quanta_raw()) != 0);
-    let mono = floor_ns(&|| black_box(floor.monotonic()) != 0);
-    let coarse_read = floor_ns(&|| black_box(floor.coarse()) != 0);
-    let cas = floor_ns(&|| floor.monotonic_cas());
-    let coarse_cas = floor_ns(&|| floor.coarse_cas());
-    println!("  the TSC itself (quanta raw)    {raw:>6.1}");
-    println!("  MonotonicClock                 {mono:>6.1}");
-    println!("  MonotonicClock + one CAS       {cas:>6.1}");
-    println!("  CoarseClock                    {coarse_read:>6.1}");
-    println!("  CoarseClock + one CAS          {coarse_cas:>6.1}");
+    let raw = reads.ns("quanta raw").unwrap_or(f64::NAN);
+    for (name, what) in [
+        ("quanta raw", "the TSC itself (quanta raw)"),
+        ("MonotonicClock", "MonotonicClock"),
+        ("MonotonicClock+CAS", "MonotonicClock + one CAS"),
+        ("CoarseClock", "CoarseClock"),
+        ("CoarseClock+CAS", "CoarseClock + one CAS"),
+    ] {
+        println!("  {what:<30} {:>6.1}", reads.ns(name).unwrap_or(f64::NAN));
+    }
 
     println!("\nIn short (TokenBucket, tollgate's GCRA bucket, against governor's GCRA):");
     verdict(
