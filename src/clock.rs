@@ -2,7 +2,7 @@
 //!
 //! | clock              | source                                  | cost here | steps back?            |
 //! |--------------------|-----------------------------------------|-----------|------------------------|
-//! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~20 ns    | never more than 8 µs   |
+//! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~14 ns    | never more than 8 µs   |
 //! | [`CoarseClock`]    | a time an upkeep thread publishes       | ~1 ns     | never                  |
 //! | [`ManualClock`]    | a shared counter moved by the caller    | ~1 ns     | only when `set` says so |
 //!
