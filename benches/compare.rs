@@ -14,16 +14,15 @@
 //! Run: `cargo bench --bench compare` (all, ~5 min), `cargo bench --bench compare -- 1-allowed`
 //! (one group), `cargo bench --bench compare -- --quick` (fewer samples).
 
-use std::hint::black_box;
-use std::sync::Barrier;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 
 mod peers;
-use peers::{assert_answers, Check, CoarseClocks, Family, Floor, Visit};
+use peers::{
+    assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
+};
 
 /// Benches each subject on one thread: `b.iter` around one request.
 struct SingleThread<'a, 'c> {
@@ -32,7 +31,7 @@ struct SingleThread<'a, 'c> {
 }
 
 impl Visit for SingleThread<'_, '_> {
-    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, _: Family, limiter: L) {
         assert_answers(name, &limiter, self.expect_allowed);
         self.group
             .bench_function(name, |b| b.iter(|| limiter.check()));
@@ -40,40 +39,13 @@ impl Visit for SingleThread<'_, '_> {
 }
 
 /// `threads` threads, released together by a barrier, share `iters` requests to one limiter.
-/// Returns the wall time from the first start to the last end, scaled to exactly `iters` requests: criterion's time per
-/// iteration is then the aggregate time per request, and its throughput the aggregate rate.
+/// Returns the wall time from the first start to the last end, scaled to exactly `iters`
+/// requests: criterion's time per iteration is then the aggregate time per request, and its
+/// throughput the aggregate rate.
 fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
     let per_thread = (iters / threads as u64).max(1);
-    let barrier = Barrier::new(threads);
-    let wall = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..per_thread {
-                        black_box(limiter.check());
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        let spans: Vec<(Instant, Instant)> = handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread"))
-            .collect();
-        first_start_to_last_end(&spans)
-    });
+    let wall = first_start_to_last_end(&spans(limiter, threads, per_thread));
     wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
-}
-
-/// From the first thread's start to the last one's end: a thread the scheduler runs only after
-/// another has finished cannot hide the contention it would have met.
-fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
-    let start = spans.iter().map(|s| s.0).min().expect("a thread");
-    let end = spans.iter().map(|s| s.1).max().expect("a thread");
-    end - start
 }
 
 /// Benches each subject with `threads` threads on it.
@@ -83,7 +55,7 @@ struct Threads<'a, 'c> {
 }
 
 impl Visit for Threads<'_, '_> {
-    fn visit<L: Check>(&mut self, name: &'static str, _: Family, limiter: L) {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, _: Family, limiter: L) {
         assert_answers(name, &limiter, true);
         let threads = self.threads;
         self.group

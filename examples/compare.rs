@@ -1,120 +1,196 @@
-//! A short side-by-side run (about 10 s): every tollgate limiter, its mutex twin, and the
-//! crates users would pick instead (governor, rate-net, ratelimit, a hand-written
-//! `std::sync::Mutex` bucket), on one thread (every request allowed; every request denied), on
-//! two threads sharing one limiter, and on the coarse clock. Prints ns per request and the
-//! ratios to the twin and to governor, then the issue's targets.
+//! tollgate next to the rate limiters you might pick instead, measured side by side in one
+//! process (about 20 s).
 //!
-//! It times the same subjects as the criterion benches (`benches/peers`), with a plain loop:
-//! the best of a few rounds, so a busy machine disturbs it less. For the statistically careful
-//! comparison run `cargo bench --bench compare` (see `benches/README.md`).
+//! Compared: every tollgate limiter, its mutex twin (`tollgate::baseline`), governor's direct
+//! limiter (`check()`), rate-net's `DirectLimiter`, ratelimit's `Ratelimiter` and the
+//! `std::sync::Mutex` token bucket people write by hand. Each is built with its crate's
+//! recommended constructor and the same quota, and asked for one unit at a time:
 //!
-//! Run: `cargo run --release --example compare`
+//! - one thread, every request allowed, then every request denied (a drained limiter);
+//! - the same limiters on a coarse clock (tollgate's `CoarseClock`, governor's
+//!   `QuantaUpkeepClock`, rate-net's `CoarseClock`, each refreshed every 1 ms);
+//! - two threads on one shared limiter;
+//! - what reading each clock costs by itself (the floor under every precise-clock limiter).
+//!
+//! Rounds are interleaved: every round times each subject once, in a rotating order, so a
+//! burst of load from elsewhere on the machine hits all of them alike; each subject's figure
+//! is its median round. It prints ns per request, and ratios: "× governor" is governor's
+//! time over the limiter's (above 1: faster than governor).
+//!
+//! ```text
+//! cargo run --release --example compare
+//! cargo run --profile bench-lto --example compare     # fat LTO, one codegen unit
+//! ```
+//!
+//! For criterion's statistics on the same subjects, run `cargo bench --bench compare` (see
+//! `benches/README.md`).
 
-use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::Barrier;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[path = "../benches/peers/mod.rs"]
 mod peers;
-use peers::{assert_answers, Check, CoarseClocks, Family, Floor, Visit};
+use peers::{
+    assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
+};
 
-/// Requests per round, all threads together.
-const OPS: u64 = 300_000;
-/// Rounds per subject; the fastest is kept.
-const ROUNDS: usize = 5;
+/// Requests per subject per round, all threads together: a round of well under a millisecond,
+/// shorter than a scheduler's time slice, so most rounds run without being preempted even on a
+/// busy machine, and the median round is one that was not.
+const OPS: u64 = 20_000;
+/// Rounds; each subject's figure is its median round.
+const ROUNDS: usize = 101;
 
-/// ns per request, `threads` threads sharing `OPS` requests to one limiter: the best round.
-fn measure<L: Check>(limiter: &L, threads: usize) -> f64 {
-    let per_thread = OPS / threads as u64;
-    let round = || -> Duration {
-        let barrier = Barrier::new(threads);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    let barrier = &barrier;
-                    s.spawn(move || {
-                        barrier.wait();
-                        let start = Instant::now();
-                        for _ in 0..per_thread {
-                            black_box(limiter.check());
-                        }
-                        (start, Instant::now())
-                    })
-                })
-                .collect();
-            // From the first start to the last end: a thread scheduled only after another
-            // finished cannot hide the contention it would have met.
-            let spans: Vec<(Instant, Instant)> = handles
-                .into_iter()
-                .map(|h| h.join().expect("bench thread"))
-                .collect();
-            let start = spans.iter().map(|s| s.0).min().expect("a thread");
-            spans.iter().map(|s| s.1).max().expect("a thread") - start
-        })
-    };
-    let best = (0..ROUNDS).map(|_| round()).min().expect("a round");
-    best.as_nanos() as f64 / (per_thread * threads as u64) as f64
+/// One timed round: the wall time, and how much of it the threads ran side by side.
+#[derive(Clone, Copy)]
+struct Round {
+    wall: Duration,
+    /// The threads' own spans added up, over the wall time, minus one, over `threads - 1`:
+    /// 1 when all threads ran for the whole round together, 0 when they took turns.
+    overlap: f64,
 }
 
-/// One scenario's results, in the order the subjects came.
+/// Times `OPS` requests from `threads` threads to one limiter: from the first thread's start
+/// to the last one's end, so a thread scheduled only after another finished cannot hide the
+/// contention it would have met.
+fn time_batch<L: Check>(limiter: &L, threads: usize) -> Round {
+    let spans = spans(limiter, threads, OPS / threads as u64);
+    let wall = first_start_to_last_end(&spans);
+    let busy: f64 = spans.iter().map(|s| (s.1 - s.0).as_secs_f64()).sum();
+    let overlap = if threads > 1 {
+        (busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64
+    } else {
+        0.0
+    };
+    Round { wall, overlap }
+}
+
+/// One subject, kept alive for the whole scenario; `batch` times one round of it.
+struct Subject {
+    name: &'static str,
+    family: Family,
+    batch: Box<dyn Fn() -> Round>,
+    rounds: Vec<f64>,
+    overlaps: Vec<f64>,
+}
+
+/// A scenario's subjects: collected first, then timed in interleaved rounds.
 struct Scenario {
     threads: usize,
     expect_allowed: bool,
-    rows: Vec<(&'static str, Family, f64)>,
+    subjects: Vec<Subject>,
 }
 
 impl Visit for Scenario {
-    fn visit<L: Check>(&mut self, name: &'static str, family: Family, limiter: L) {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, family: Family, limiter: L) {
         assert_answers(name, &limiter, self.expect_allowed);
-        let ns = measure(&limiter, self.threads);
-        self.rows.push((name, family, ns));
+        let threads = self.threads;
+        // The limiter moves into the closure: the timed loop inside is statically dispatched;
+        // the boxed call is once per round.
+        self.subjects.push(Subject {
+            name,
+            family,
+            batch: Box::new(move || time_batch(&limiter, threads)),
+            rounds: Vec::with_capacity(ROUNDS),
+            overlaps: Vec::with_capacity(ROUNDS),
+        });
     }
 }
 
-fn run(threads: usize, expect_allowed: bool, subjects: impl FnOnce(&mut Scenario)) -> Scenario {
-    let mut s = Scenario {
-        threads,
-        expect_allowed,
-        rows: Vec::new(),
-    };
-    subjects(&mut s);
-    s
+impl Scenario {
+    /// Collects the subjects, times them in interleaved rounds, and drops them.
+    fn run(threads: usize, expect_allowed: bool, subjects: impl FnOnce(&mut Scenario)) -> Results {
+        let mut s = Scenario {
+            threads,
+            expect_allowed,
+            subjects: Vec::new(),
+        };
+        subjects(&mut s);
+        let n = s.subjects.len();
+        for round in 0..ROUNDS {
+            for i in 0..n {
+                let subject = &mut s.subjects[(round + i) % n];
+                let r = (subject.batch)();
+                subject.rounds.push(r.wall.as_nanos() as f64 / OPS as f64);
+                subject.overlaps.push(r.overlap);
+            }
+        }
+        let mut overlaps: Vec<f64> = s.subjects.iter().flat_map(|x| x.overlaps.clone()).collect();
+        let overlap = median(&mut overlaps);
+        let rows = s
+            .subjects
+            .into_iter()
+            .map(|mut x| (x.name, x.family, median(&mut x.rounds)))
+            .collect();
+        Results { rows, overlap }
+    }
 }
 
-fn print(title: &str, s: &Scenario) -> HashMap<&'static str, f64> {
-    let ns: HashMap<_, _> = s.rows.iter().map(|&(n, _, x)| (n, x)).collect();
-    let governor = ns
-        .get("governor")
-        .or_else(|| ns.get("governor/precise"))
-        .copied();
-    println!("\n{title}");
-    println!(
-        "  {:<20} {:>8} {:>8} {:>8} {:>10}",
-        "limiter", "ns/req", "Mops/s", "× twin", "× governor"
-    );
-    for &(name, family, x) in &s.rows {
-        let twin = match family {
-            Family::Ours => ns.get(format!("Mutex{name}").as_str()).copied(),
-            _ => None,
-        };
-        let vs = |other: Option<f64>| match other {
-            Some(o) => format!("{:.2}×", o / x),
-            None => String::new(),
-        };
-        let vs_gov = if family == Family::Twin {
-            None
-        } else {
-            governor
-        };
+/// A scenario's medians, ns per request, in the order the subjects came.
+struct Results {
+    rows: Vec<(&'static str, Family, f64)>,
+    /// The median round's share of time the threads ran side by side (see [`Round`]).
+    overlap: f64,
+}
+
+impl Results {
+    fn ns(&self, name: &str) -> Option<f64> {
+        self.rows.iter().find(|r| r.0 == name).map(|r| r.2)
+    }
+
+    fn print(&self, title: &str, governor: &str) {
+        let gov = self.ns(governor);
+        println!("\n{title}");
         println!(
-            "  {name:<20} {x:>8.1} {:>8.1} {:>8} {:>10}",
-            1e3 / x,
-            vs(twin),
-            vs(vs_gov)
+            "  {:<20} {:>8} {:>8} {:>11} {:>11}",
+            "limiter", "ns/req", "Mreq/s", "× its twin", "× governor"
         );
+        for &(name, family, x) in &self.rows {
+            let twin = match family {
+                Family::Ours => self.ns(&format!("Mutex{name}")),
+                _ => None,
+            };
+            let vs_gov = match family {
+                Family::Twin => None,
+                _ => gov,
+            };
+            let ratio =
+                |other: Option<f64>| other.map_or(String::new(), |o| format!("{:.2}×", o / x));
+            println!(
+                "  {name:<20} {x:>8.1} {:>8.1} {:>11} {:>11}",
+                1e3 / x,
+                ratio(twin),
+                ratio(vs_gov)
+            );
+        }
     }
-    ns
+}
+
+/// The median of `rounds` (sorted in place).
+fn median(rounds: &mut [f64]) -> f64 {
+    rounds.sort_by(f64::total_cmp);
+    rounds[rounds.len() / 2]
+}
+
+/// A closure as a subject: the floor's operations, timed like the limiters.
+struct Op<F>(F);
+
+impl<F: Fn() -> bool + Sync> Check for Op<F> {
+    #[inline]
+    fn check(&self) -> bool {
+        (self.0)()
+    }
+}
+
+/// One line of the summary: how tollgate's `ours` compares with `theirs` in `s`.
+fn verdict(what: &str, s: &Results, ours: &str, theirs: &str) {
+    if let (Some(a), Some(b)) = (s.ns(ours), s.ns(theirs)) {
+        let r = b / a;
+        let word = if r >= 1.0 { "faster" } else { "slower" };
+        let by = if r >= 1.0 { r } else { 1.0 / r };
+        println!("  {what:<52} {a:>6.1} vs {b:>6.1} ns: {r:.2}× ({by:.2}× {word})");
+    }
 }
 
 fn main() {
@@ -122,68 +198,107 @@ fn main() {
     // First: governor's upkeep clock insists on starting quanta's upkeep thread itself.
     let clocks = CoarseClocks::start();
     println!(
-        "tollgate vs its mutex twins and the crates users pick instead: ns per request (best of \
-         {ROUNDS} rounds of {OPS}); ratios > 1 mean tollgate is faster. One run on a shared \
-         machine: compare within the run, expect ±25% between runs."
+        "tollgate and the limiters you might use instead, in one process: ns per request, \
+         median of {ROUNDS} interleaved rounds of {OPS} requests each. \"× governor\" is \
+         governor's time over the row's (above 1: faster than governor). Wall times on a \
+         shared machine move between runs; the ratios within one run are the comparison."
     );
 
-    let allowed = run(1, true, peers::allowed);
-    let a = print("1 thread, every request allowed", &allowed);
-    let denied = run(1, false, peers::denied);
-    print("1 thread, every request denied (the deny path)", &denied);
-    let two = run(2, true, peers::allowed);
-    let t = print(
-        "2 threads on one shared limiter, every request allowed",
+    let allowed = Scenario::run(1, true, peers::allowed);
+    allowed.print(
+        "One thread, every request allowed (precise clock)",
+        "governor",
+    );
+    let denied = Scenario::run(1, false, peers::denied);
+    denied.print(
+        "One thread, every request denied (precise clock)",
+        "governor",
+    );
+    let coarse = Scenario::run(1, true, |s| peers::coarse_vs_precise(s, &clocks));
+    coarse.print(
+        "Precise vs coarse clock (one thread, allowed)",
+        "governor/precise",
+    );
+    let two = Scenario::run(2, true, peers::allowed);
+    two.print(
+        "Two threads on one shared limiter, every request allowed",
+        "governor",
+    );
+    println!(
+        "  (the two threads ran side by side for {:.0}% of the median round; the rest of the \
+         time the machine ran one of them, or something else)",
+        100.0 * two.overlap
+    );
+
+    // The floor, in interleaved rounds too: each clock read alone, and with one uncontended
+    // compare-exchange after it (what every lock-free admission on that clock pays at least).
+    let floor = Arc::new(Floor::new(clocks.tollgate.clone()));
+    let reads = Scenario::run(1, true, |s| {
+        let f = Arc::clone(&floor);
+        s.visit(
+            "quanta raw",
+            Family::Peer,
+            Op(move || black_box(f.quanta_raw()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "MonotonicClock",
+            Family::Peer,
+            Op(move || black_box(f.monotonic()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "MonotonicClock+CAS",
+            Family::Peer,
+            Op(move || f.monotonic_cas()),
+        );
+        let f = Arc::clone(&floor);
+        s.visit(
+            "CoarseClock",
+            Family::Peer,
+            Op(move || black_box(f.coarse()) != 0),
+        );
+        let f = Arc::clone(&floor);
+        s.visit("CoarseClock+CAS", Family::Peer, Op(move || f.coarse_cas()));
+    });
+    println!("\nWhat reading a clock costs (one thread, median ns per read)");
+    let raw = reads.ns("quanta raw").unwrap_or(f64::NAN);
+    for (name, what) in [
+        ("quanta raw", "the TSC itself (quanta raw)"),
+        ("MonotonicClock", "MonotonicClock"),
+        ("MonotonicClock+CAS", "MonotonicClock + one CAS"),
+        ("CoarseClock", "CoarseClock"),
+        ("CoarseClock+CAS", "CoarseClock + one CAS"),
+    ] {
+        println!("  {what:<30} {:>6.1}", reads.ns(name).unwrap_or(f64::NAN));
+    }
+
+    println!("\nIn short (TokenBucket, tollgate's GCRA bucket, against governor's GCRA):");
+    verdict(
+        "precise clock, allowed",
+        &allowed,
+        "TokenBucket",
+        "governor",
+    );
+    verdict("precise clock, denied", &denied, "TokenBucket", "governor");
+    verdict(
+        "coarse clock, allowed (vs QuantaUpkeepClock)",
+        &coarse,
+        "TokenBucket/coarse",
+        "governor/coarse",
+    );
+    verdict("two threads, one limiter", &two, "TokenBucket", "governor");
+    verdict(
+        "two threads, one limiter, vs its mutex twin",
         &two,
+        "TokenBucket",
+        "MutexTokenBucket",
     );
-    let coarse = run(1, true, |s| peers::coarse_vs_precise(s, &clocks));
-    let c = print("coarse clock vs precise clock (1 thread, allowed)", &coarse);
-
-    let floor = Floor::new(clocks.tollgate.clone());
-    let floor_ns = {
-        let f = |g: &dyn Fn() -> bool| {
-            (0..ROUNDS)
-                .map(|_| {
-                    let start = Instant::now();
-                    for _ in 0..OPS {
-                        black_box(g());
-                    }
-                    start.elapsed().as_nanos() as f64 / OPS as f64
-                })
-                .fold(f64::INFINITY, f64::min)
-        };
-        println!("\nthe floor (1 thread)");
-        let raw = f(&|| black_box(floor.quanta_raw()) != 0);
-        let mono = f(&|| black_box(floor.monotonic()) != 0);
-        let cas = f(&|| floor.monotonic_cas());
-        let coarse = f(&|| black_box(floor.coarse()) != 0);
-        let coarse_cas = f(&|| floor.coarse_cas());
-        println!("  quanta raw TSC read {raw:>8.1} ns");
-        println!("  MonotonicClock      {mono:>8.1} ns");
-        println!("  MonotonicClock+CAS  {cas:>8.1} ns");
-        println!("  CoarseClock         {coarse:>8.1} ns");
-        println!("  CoarseClock+CAS     {coarse_cas:>8.1} ns");
-        cas
-    };
-
-    println!("\ntargets (issue 4)");
-    let tb = a["TokenBucket"];
-    let gov = a["governor"];
-    println!(
-        "  TokenBucket vs governor check():           {:.2}× (target ≥ 1)",
-        gov / tb
-    );
-    println!(
-        "  TokenBucket over the clock+CAS floor:      {:+.0}% (target ≤ +5%)",
-        100.0 * (tb / floor_ns - 1.0)
-    );
-    println!(
-        "  TokenBucket coarse vs governor (default):  {:.2}× (target ≥ 2.5)",
-        c["governor/precise"] / c["TokenBucket/coarse"]
-    );
-    println!(
-        "  2 threads: TokenBucket vs its mutex twin:  {:.2}× (target ≥ 3)",
-        t["MutexTokenBucket"] / t["TokenBucket"]
-    );
+    if let Some(tb) = allowed.ns("TokenBucket") {
+        println!(
+            "  a precise-clock TokenBucket request is {tb:.1} ns, of which reading the TSC \
+             alone is {raw:.1} ns"
+        );
+    }
     println!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
 }

@@ -2,8 +2,8 @@
 //!
 //! | clock              | source                                  | cost here | steps back?            |
 //! |--------------------|-----------------------------------------|-----------|------------------------|
-//! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~20 ns    | never more than 8 µs   |
-//! | [`CoarseClock`]    | quanta's `recent()`, an upkeep thread   | ~3 ns     | never more than 8 µs   |
+//! | [`MonotonicClock`] | quanta's TSC read (OS clock if no TSC)  | ~14 ns    | never more than 8 µs   |
+//! | [`CoarseClock`]    | a time an upkeep thread publishes       | ~1 ns     | never                  |
 //! | [`ManualClock`]    | a shared counter moved by the caller    | ~1 ns     | only when `set` says so |
 //!
 //! Time is a `u64` of nanoseconds since the clock's zero (its creation for the first two,
@@ -200,7 +200,7 @@ pub use self::std_clocks::{CoarseClock, MonotonicClock};
 #[cfg(feature = "std")]
 mod std_clocks {
     use super::Clock;
-    use crate::sync::{Arc, AtomicU64, Ordering};
+    use crate::sync::{Arc, AtomicU64, Ordering, StaticAtomicU64};
     use crossbeam_utils::CachePadded;
     use std::sync::OnceLock;
     use std::time::Duration;
@@ -224,19 +224,36 @@ mod std_clocks {
             HighWater(CachePadded::new(AtomicU64::new(0)))
         }
 
+        /// The reading, or the mark if the reading is behind it. The common case (a reading
+        /// ahead of the mark, by less than the granule) is one load, one compare and one
+        /// subtraction, with both rarer cases out of line so that nothing waits on the mark.
         #[inline]
         fn fix(&self, t: u64) -> u64 {
             // Relaxed: the mark is a lower bound on readings, not a publication of data.
             let mark = self.0.load(Ordering::Relaxed);
             if t <= mark {
-                return mark;
+                return behind(mark);
             }
             if t - mark >= PUBLISH_EVERY_NS {
-                // Relaxed: fetch_max keeps the mark monotone whatever the interleaving.
-                self.0.fetch_max(t, Ordering::Relaxed);
+                self.publish(t);
             }
             t
         }
+
+        #[cold]
+        #[inline(never)]
+        fn publish(&self, t: u64) {
+            // Relaxed: fetch_max keeps the mark monotone whatever the interleaving.
+            self.0.fetch_max(t, Ordering::Relaxed);
+        }
+    }
+
+    /// A reading behind the high-water mark reads as the mark (out of line: it is rare, and a
+    /// branch to it keeps the common path from depending on the mark's value).
+    #[cold]
+    #[inline(never)]
+    fn behind(mark: u64) -> u64 {
+        mark
     }
 
     /// The default clock: quanta's calibrated TSC (or the OS monotonic clock where there is no
@@ -261,7 +278,17 @@ mod std_clocks {
     struct MonotonicInner {
         clock: quanta::Clock,
         origin: u64,
+        /// Nanoseconds per raw tick, times 2^32 (quanta's calibration, read once).
+        per_tick: u64,
         high_water: HighWater,
+    }
+
+    /// Raw ticks to ns at `per_tick` ns per tick × 2^32. No overflow: the product of two
+    /// `u64`s fits a `u128`, and the result is the elapsed time in ns, below 2^64 for the
+    /// first 584 years of a clock.
+    #[inline]
+    fn scale_ticks(ticks: u64, per_tick: u64) -> u64 {
+        ((u128::from(ticks) * u128::from(per_tick)) >> 32) as u64
     }
 
     impl MonotonicClock {
@@ -273,11 +300,16 @@ mod std_clocks {
         /// ```
         pub fn new() -> MonotonicClock {
             let clock = quanta::Clock::new();
+            // quanta's own scaling of 2^32 ticks: ns per tick in 32.32 fixed point (exactly
+            // 2^32 where the source already counts ns). One multiply and shift per reading
+            // then, instead of quanta's per-call dispatch on its clock kind.
+            let per_tick = clock.delta_as_nanos(0, 1 << 32);
             let origin = clock.raw();
             MonotonicClock {
                 inner: Arc::new(MonotonicInner {
                     clock,
                     origin,
+                    per_tick,
                     high_water: HighWater::new(),
                 }),
             }
@@ -294,43 +326,69 @@ mod std_clocks {
         #[inline]
         fn now_nanos(&self) -> u64 {
             let inner = &*self.inner;
-            let raw = inner.clock.raw();
-            inner
-                .high_water
-                .fix(inner.clock.delta_as_nanos(inner.origin, raw))
+            // A raw reading behind the origin (another core's TSC) reads as the zero.
+            let ticks = match inner.clock.raw().checked_sub(inner.origin) {
+                Some(ticks) => ticks,
+                None => behind(0),
+            };
+            inner.high_water.fix(scale_ticks(ticks, inner.per_tick))
         }
     }
 
-    /// The upkeep thread behind every `CoarseClock`, started once per process.
-    static UPKEEP: OnceLock<Option<quanta::Handle>> = OnceLock::new();
-
-    /// How often the upkeep thread refreshes the coarse time.
+    /// How often the upkeep thread publishes the coarse time.
     const UPKEEP_INTERVAL: Duration = Duration::from_millis(1);
 
-    /// A cheaper, coarser clock: quanta's `recent()` time, refreshed every 1 ms by one
-    /// background upkeep thread per process (started by the first `CoarseClock`).
+    /// The coarse time: nanoseconds on the upkeep thread's `MonotonicClock`, published every
+    /// [`UPKEEP_INTERVAL`]. A `static`, so a reader's load has a constant address: one load,
+    /// not a pointer and then the value. It only ever grows (see [`publish`]), so a reader
+    /// needs no high-water mark of its own.
+    static COARSE_NOW: CachePadded<StaticAtomicU64> = CachePadded::new(StaticAtomicU64::new(0));
+
+    /// Whether the upkeep thread started: `None` if it did, else why not.
+    static COARSE_UPKEEP: OnceLock<Option<std::io::ErrorKind>> = OnceLock::new();
+
+    /// Raises the published time to `t` (never lowers it, whoever else publishes).
+    fn publish(word: &StaticAtomicU64, t: u64) {
+        // Relaxed: the time is a value, not a message; fetch_max keeps it monotone.
+        word.fetch_max(t, Ordering::Relaxed);
+    }
+
+    /// Starts the upkeep thread, once per process; `Some` says why it could not start.
+    fn start_upkeep() -> Option<std::io::ErrorKind> {
+        *COARSE_UPKEEP.get_or_init(|| {
+            let clock = MonotonicClock::new();
+            publish(&COARSE_NOW, clock.now_nanos());
+            std::thread::Builder::new()
+                .name("tollgate-coarse-clock".into())
+                .spawn(move || loop {
+                    std::thread::sleep(UPKEEP_INTERVAL);
+                    publish(&COARSE_NOW, clock.now_nanos());
+                })
+                .err()
+                .map(|e| e.kind())
+        })
+    }
+
+    /// A cheaper, coarser clock: a time published every 1 ms by one background thread per
+    /// process (`tollgate-coarse-clock`, started by the first `CoarseClock`), read with one
+    /// load. Clones share the zero.
     ///
     /// Precision: a reading lags the true time by up to the 1 ms refresh interval plus the
     /// upkeep thread's scheduling delay. A token bucket on it refills in 1 ms steps; a window
-    /// may open up to 1 ms late. It never reads ahead of time, so it never admits early. If
-    /// another library already runs quanta's upkeep thread, that thread (and its interval) is
-    /// used.
+    /// may open up to 1 ms late. It never reads ahead of time, so it never admits early, and
+    /// it never steps back (the published time only grows). If the thread cannot be started
+    /// ([`CoarseClock::try_new`] says why), the clock stands still at its first reading:
+    /// limiters on it deny once their capacity is used, never admit more.
     ///
     /// ```
     /// use tollgate::{Clock, CoarseClock};
     /// let clock = CoarseClock::new();
-    /// let _t = clock.now_nanos();
+    /// let a = clock.now_nanos();
+    /// assert!(clock.now_nanos() >= a);
     /// ```
     #[derive(Clone, Debug)]
     pub struct CoarseClock {
-        inner: Arc<CoarseInner>,
-    }
-
-    #[derive(Debug)]
-    struct CoarseInner {
-        clock: quanta::Clock,
-        origin: quanta::Instant,
-        high_water: HighWater,
+        origin: u64,
     }
 
     impl CoarseClock {
@@ -341,18 +399,28 @@ mod std_clocks {
         /// # let _ = clock;
         /// ```
         pub fn new() -> CoarseClock {
-            UPKEEP.get_or_init(|| {
-                // An `Err` means someone else's upkeep thread already runs: use it.
-                quanta::Upkeep::new(UPKEEP_INTERVAL).start().ok()
-            });
-            let clock = quanta::Clock::new();
-            let origin = clock.recent();
+            let _ = start_upkeep();
+            CoarseClock::starting_now()
+        }
+
+        /// Like [`CoarseClock::new`], but an error if the upkeep thread could not be started
+        /// (the clock would stand still).
+        ///
+        /// ```
+        /// let clock = tollgate::CoarseClock::try_new().expect("the upkeep thread runs");
+        /// # let _ = clock;
+        /// ```
+        pub fn try_new() -> Result<CoarseClock, std::io::Error> {
+            match start_upkeep() {
+                None => Ok(CoarseClock::starting_now()),
+                Some(kind) => Err(std::io::Error::from(kind)),
+            }
+        }
+
+        fn starting_now() -> CoarseClock {
             CoarseClock {
-                inner: Arc::new(CoarseInner {
-                    clock,
-                    origin,
-                    high_water: HighWater::new(),
-                }),
+                // Relaxed: a value; the upkeep thread's later raises are seen in order.
+                origin: COARSE_NOW.load(Ordering::Relaxed),
             }
         }
     }
@@ -366,9 +434,13 @@ mod std_clocks {
     impl Clock for CoarseClock {
         #[inline]
         fn now_nanos(&self) -> u64 {
-            let inner = &*self.inner;
-            let since = inner.clock.recent().saturating_duration_since(inner.origin);
-            inner.high_water.fix(super::duration_to_nanos(since))
+            // Relaxed: a value, not a message. The published time only grows and this clock's
+            // origin was read from it earlier, so a reading is never below the origin; were it
+            // ever, it would read as the zero (out of line, so no select waits on it).
+            match COARSE_NOW.load(Ordering::Relaxed).checked_sub(self.origin) {
+                Some(t) => t,
+                None => behind(0),
+            }
         }
     }
 
@@ -394,6 +466,36 @@ mod std_clocks {
             assert!(ahead - behind < PUBLISH_EVERY_NS);
             let published = hw.fix(1_000_000 + PUBLISH_EVERY_NS);
             assert_eq!(hw.fix(0), published);
+        }
+
+        #[test]
+        fn the_coarse_time_only_moves_forward() {
+            let word = StaticAtomicU64::new(0);
+            publish(&word, 5_000_000);
+            publish(&word, 4_000_000); // a reading behind the published time
+            assert_eq!(word.load(Ordering::Relaxed), 5_000_000);
+            publish(&word, 6_000_000);
+            assert_eq!(word.load(Ordering::Relaxed), 6_000_000);
+        }
+
+        #[test]
+        fn a_coarse_clock_counts_from_its_own_zero() {
+            let clock = CoarseClock::try_new().expect("the upkeep thread runs");
+            // Relaxed: values only.
+            let before = COARSE_NOW.load(Ordering::Relaxed);
+            let read = clock.now_nanos();
+            let after = COARSE_NOW.load(Ordering::Relaxed);
+            assert!(before - clock.origin <= read && read <= after - clock.origin);
+            assert!(clock.clone().now_nanos() >= read);
+        }
+
+        #[test]
+        fn ticks_scale_at_the_calibrated_rate() {
+            // 2^32 × per_tick / 2^32 = per_tick: 2^32 ticks read as quanta's 2^32 ticks.
+            assert_eq!(scale_ticks(1 << 32, 1_500_000_000), 1_500_000_000);
+            // A source already in ns (per_tick = 2^32) reads unchanged, to the last ns.
+            assert_eq!(scale_ticks(1 << 58, 1 << 32), 1 << 58);
+            assert_eq!(scale_ticks(12_345, 1 << 32), 12_345);
         }
 
         #[test]

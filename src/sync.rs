@@ -24,6 +24,12 @@ pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 #[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use std::sync::Arc;
 
+// The coarse clock's published time lives in a `static`, so it needs a `const` constructor,
+// which loom's atomics do not have: it is portable-atomic's under loom too. No model reads
+// the coarse clock.
+#[cfg(feature = "std")]
+pub(crate) use portable_atomic::AtomicU64 as StaticAtomicU64;
+
 // The mutex twins' lock. Under loom it is loom's, so a model also explores a thread being
 // preempted between its clock read and taking the lock, as it can be with std's.
 #[cfg(all(tollgate_loom, feature = "std"))]

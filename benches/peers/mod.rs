@@ -43,7 +43,7 @@ pub enum Family {
 /// Receives each subject of a scenario, by value.
 pub trait Visit {
     /// Measures (or otherwise uses) one subject, then drops it.
-    fn visit<L: Check>(&mut self, name: &'static str, family: Family, limiter: L);
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, family: Family, limiter: L);
 }
 
 /// A tollgate limiter or twin.
@@ -341,12 +341,13 @@ pub fn denied(v: &mut impl Visit) {
     v.visit("std-mutex-bucket", Peer, drained(bucket));
 }
 
-/// The coarse clocks: quanta's upkeep thread, started once. governor's upkeep clock must start
-/// it (it refuses to share one); tollgate's `CoarseClock` then reads the same `recent()` time.
+/// The coarse clocks, each refreshed every 1 ms by its own upkeep thread: governor's
+/// `QuantaUpkeepClock` (quanta's `recent()`; it must start quanta's upkeep thread itself),
+/// tollgate's `CoarseClock` and rate-net's `CoarseClock`.
 pub struct CoarseClocks {
-    /// governor's clock on quanta's `recent()`; owns the upkeep thread.
+    /// governor's clock on quanta's `recent()`; owns quanta's upkeep thread.
     pub governor: QuantaUpkeepClock,
-    /// tollgate's coarse clock.
+    /// tollgate's coarse clock (its own upkeep thread).
     pub tollgate: CoarseClock,
     /// rate-net's coarse clock, ticked by its own thread every 1 ms.
     pub rate_net: rate_net::CoarseClock,
@@ -475,6 +476,39 @@ impl Floor {
             .compare_exchange_weak(old, old.max(now) + 1, Relaxed, Relaxed)
             .is_ok()
     }
+}
+
+/// `threads` threads, released together by a barrier, each make `per_thread` requests to one
+/// limiter; returns each thread's (start, end).
+pub fn spans<L: Check>(limiter: &L, threads: usize, per_thread: u64) -> Vec<(Instant, Instant)> {
+    let barrier = std::sync::Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..per_thread {
+                        black_box(limiter.check());
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
+    })
+}
+
+/// From the first thread's start to the last one's end: a thread the scheduler runs only after
+/// another has finished cannot hide the contention it would have met.
+pub fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
+    let start = spans.iter().map(|s| s.0).min().expect("a thread");
+    let end = spans.iter().map(|s| s.1).max().expect("a thread");
+    end - start
 }
 
 /// Checks that a subject answers as its scenario says (all allowed, or all denied) before it is

@@ -30,120 +30,185 @@
 //!
 //! # Hot path
 //!
-//! One load and one compare-exchange to admit; one load to deny (nothing is written).
+//! One load and one compare-exchange to admit; one load to deny (nothing is written). Between
+//! the clock read and the compare-exchange only a max, an add and a compare (scale 1); the
+//! decision carries its durations in ticks and divides only when asked.
 //!
 //! # Time going backwards
 //!
 //! A `now` earlier than before reads as fewer tokens (the bucket is as it was at that earlier
 //! instant, minus nothing it has not earned): never more admissions, never a panic.
 
-use crate::clock::Clock;
-use crate::decision::Decision;
-use crate::limiter::Limiter;
-use crate::quota::{GcraParams, Quota, HORIZON};
+use super::{update, Algo, AlwaysFits, Step};
+use crate::decision::{Decision, NO_RETRY};
+use crate::limiter::{DefaultClock, RateLimiter};
+use crate::quota::{GcraParams, Quota, QuotaError, HORIZON};
 use crate::sync::{AtomicU64, Ordering};
 
-/// What one request does to a bucket: the decision, and the new state if it must be written.
-pub(crate) type Step = (Decision, Option<u64>);
-
-/// The pure decision: state, now, cost → decision and new state. No atomics, no clock.
+/// `now_ns` in ticks, clamped at the horizon.
 #[inline]
-pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
-    let now = now_ns.min(HORIZON) * u64::from(p.scale);
-    let base = tat.max(now);
-    // Most quotas tick in whole ns (scale 1): skip the division there.
-    let ticks_to_ns = |ticks: u64| {
-        if p.scale == 1 {
-            ticks
-        } else {
-            ticks.div_ceil(u64::from(p.scale))
-        }
+fn ticks(p: &GcraParams, now_ns: u64) -> u64 {
+    now_ns.min(HORIZON) * u64::from(p.scale)
+}
+
+/// An admission that moved `tat` to `new_tat` at tick `now`. The decision keeps its
+/// durations in ticks; its accessors round them to ns when asked.
+#[inline]
+fn allowed(p: &GcraParams, now: u64, new_tat: u64) -> Decision {
+    Decision::allowed(p.tokens(now + p.capacity - new_tat), new_tat - now).in_ticks(p.scale)
+}
+
+/// A denial at tick `now`, on a bucket whose `tat.max(now)` is `base`, of a cost that would
+/// have moved it to `new_tat`.
+#[inline]
+fn denied(p: &GcraParams, now: u64, base: u64, new_tat: u64, n: u64) -> Decision {
+    // Denied means fewer than `n` tokens are there: none at all for a unit request, and the
+    // common denial skips the multiply.
+    let remaining = if n == 1 {
+        0
+    } else {
+        p.tokens((now + p.capacity).saturating_sub(base))
     };
+    // Only when tat > now: the request passes once now ≥ new_tat - capacity, unless that lies
+    // past the horizon (`HORIZON × scale` in ticks), where time stands still.
+    let pass_at = new_tat - p.capacity;
+    let retry = if pass_at > HORIZON * u64::from(p.scale) {
+        NO_RETRY
+    } else {
+        pass_at - now
+    };
+    Decision::denied_after(remaining, retry, base - now).in_ticks(p.scale)
+}
+
+/// A cost above the burst: denied, nothing taken, no retry.
+#[inline]
+fn exceeds(p: &GcraParams, now: u64, base: u64) -> Decision {
+    let remaining = p.tokens((now + p.capacity).saturating_sub(base));
+    Decision::exceeds(remaining, base - now).in_ticks(p.scale)
+}
+
+/// The pure decision at a clock reading in ns (what the tests and the loom mutants call).
+#[cfg(any(test, tollgate_loom))]
+pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
+    decide_at(p, tat, ticks(p, now_ns), n)
+}
+
+/// The pure decision: state, now (in ticks, scaled and clamped), cost → decision and new
+/// state. No atomics, no clock. No division either: the decision's durations stay in ticks.
+#[inline]
+fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
+    let base = tat.max(now);
     if p.exceeds(n) {
-        let remaining = p.tokens((now + p.capacity).saturating_sub(base));
-        return (Decision::exceeds(remaining, ticks_to_ns(base - now)), None);
+        return (exceeds(p, now, base), None);
     }
     // now ≤ 2^63 and every written tat ≤ (some now) + capacity, with capacity < 2^62 and
     // n × interval ≤ capacity: new_tat < 2^63 + 2 × 2^62 = 2^64.
     let new_tat = base + n * p.interval;
     if new_tat - now <= p.capacity {
-        let remaining = p.tokens(now + p.capacity - new_tat);
-        let write = (n != 0).then_some(new_tat);
-        (
-            Decision::allowed(remaining, ticks_to_ns(new_tat - now)),
-            write,
-        )
+        (allowed(p, now, new_tat), (n != 0).then_some(new_tat))
     } else {
-        // Only when tat > now: the request passes once now ≥ new_tat - capacity.
-        // Denied means fewer than `n` tokens are there: none at all for a unit request, and
-        // the common denial skips the division.
-        let remaining = if n == 1 {
-            0
-        } else {
-            p.tokens((now + p.capacity).saturating_sub(base))
-        };
-        let pass_at = ticks_to_ns(new_tat - p.capacity);
-        (
-            Decision::denied(remaining, now_ns, pass_at, ticks_to_ns(base - now)),
-            None,
-        )
+        (denied(p, now, base, new_tat, n), None)
     }
 }
 
-/// The admission alone: the new `tat` when `decide` would admit and write, else `None`.
-/// No division: the compare-exchange loop runs this, and `decide` only once it is settled,
-/// so the window between the load and the compare-exchange stays a few instructions long.
+/// The admission alone: the new `tat` when [`decide_at`] would admit and write, else `None`.
+/// A compare and an add: the compare-exchange loop runs this, so the window between the load
+/// and the compare-exchange stays a few instructions long.
 #[inline]
-pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+fn admit_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Option<u64> {
     if n == 0 || p.exceeds(n) {
         return None;
     }
-    let now = now_ns.min(HORIZON) * u64::from(p.scale);
     let new_tat = tat.max(now) + n * p.interval;
     (new_tat - now <= p.capacity).then_some(new_tat)
 }
 
-/// The lock-free bucket without a clock: what a keyed map stores per key.
+/// [`Gcra::acquire`] at tick `now` (scaled and clamped): the compare-exchange loop.
+#[inline(always)]
+fn acquire_at(tat: &AtomicU64, p: &GcraParams, now: u64, n: u64) -> Decision {
+    // Relaxed load and CAS: the CAS orders admissions on this one word, and nothing else is
+    // published (see the module's orderings). The loop runs `admit_at` alone (a closure this
+    // small is always inlined); the decision is made once it is settled, on the `tat` the
+    // compare-exchange replaced, or the one a denial read.
+    let (admitted, decided_on) = update(
+        tat,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+        |tat| {
+            let write = admit_at(p, tat, now, n);
+            (write, write)
+        },
+    );
+    let d = match admitted {
+        Some(new_tat) => allowed(p, now, new_tat),
+        // A zero cost passes and takes nothing.
+        None if n == 0 => decide_at(p, decided_on, now, 0).0,
+        // A denial, or a cost above the burst: nothing was written. Never allowed on this
+        // path, which lets a caller that asks only `is_allowed` skip all of it.
+        None => refused(p, decided_on, now, n),
+    };
+    debug_assert_eq!((d, admitted), decide_at(p, decided_on, now, n));
+    d
+}
+
+/// The decision on a request `admit_at` refused at tick `now` (`n` > 0): above the burst, or
+/// more than the bucket holds. The same answer as [`decide_at`]'s, from its two refusing arms.
+#[inline]
+fn refused(p: &GcraParams, tat: u64, now: u64, n: u64) -> Decision {
+    let base = tat.max(now);
+    if p.exceeds(n) {
+        exceeds(p, now, base)
+    } else {
+        denied(p, now, base, base + n * p.interval, n)
+    }
+}
+
+/// [`Gcra::acquire`] for a fractional quota (scale above 1), or a reading past the horizon.
+#[inline(never)]
+fn acquire_scaled(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
+    acquire_at(tat, p, ticks(p, now_ns), n)
+}
+
+/// The token bucket: parameters [`GcraParams`], state one `tat` word.
 #[derive(Debug)]
-pub(crate) struct TokenBucketCore {
-    tat: AtomicU64,
-    params: GcraParams,
-}
+pub struct Gcra;
 
-impl TokenBucketCore {
-    pub(crate) fn new(quota: &Quota) -> Self {
-        let params = quota.gcra().expect("a validated quota has GCRA parameters");
-        TokenBucketCore {
-            tat: AtomicU64::new(0),
-            params,
+impl Algo for Gcra {
+    type Params = GcraParams;
+    type State = AtomicU64;
+
+    fn params(quota: &Quota) -> Result<GcraParams, QuotaError> {
+        quota.gcra().ok_or(QuotaError::RateTooHigh {
+            limit: quota.limit(),
+            period: quota.period(),
+        })
+    }
+
+    fn state(_: &GcraParams) -> Result<AtomicU64, QuotaError> {
+        Ok(AtomicU64::new(0))
+    }
+
+    /// The compare-exchange loop around [`admit_at`]; [`decide_at`] answers a denial.
+    /// Always inlined: a caller that only asks `is_allowed` then computes nothing else (the
+    /// remaining tokens and the durations are dead code to it).
+    #[inline(always)]
+    fn acquire(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
+        // Most quotas tick in whole ns (scale 1), and clocks read below the horizon for their
+        // first 9 years: then a tick is the reading itself, and nothing stands between the
+        // clock read and the compare-exchange but a max and an add.
+        if now_ns > HORIZON || p.scale != 1 {
+            return acquire_scaled(tat, p, now_ns, n);
         }
-    }
-
-    /// The compare-exchange loop around [`decide`].
-    #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Relaxed: see the module's orderings.
-        let mut tat = self.tat.load(Ordering::Relaxed);
-        // The `tat` the decision is made on: the one a denial read, or the one an admission's
-        // compare-exchange replaced.
-        let decided_on = loop {
-            let write = admit(&self.params, tat, now_ns, n);
-            debug_assert_eq!(write, decide(&self.params, tat, now_ns, n).1);
-            let Some(new_tat) = write else {
-                break tat;
-            };
-            // Relaxed: the CAS orders admissions on this one word; nothing else is published.
-            match self
-                .tat
-                .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break tat,
-                Err(current) => tat = current,
-            }
-        };
-        decide(&self.params, decided_on, now_ns, n).0
+        acquire_at(tat, p, now_ns, n)
     }
 }
+
+impl AlwaysFits for Gcra {}
+
+/// The clock-less bucket a keyed map stores per key.
+#[cfg(feature = "std")]
+pub(crate) type TokenBucketCore = super::Core<Gcra>;
 
 /// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
 /// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.
@@ -163,59 +228,7 @@ impl TokenBucketCore {
 /// assert!(!bucket.try_acquire().is_allowed());
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct TokenBucket<C = crate::MonotonicClock> {
-    core: TokenBucketCore,
-    clock: C,
-}
-
-/// A lock-free token bucket (GCRA); see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct TokenBucket<C> {
-    core: TokenBucketCore,
-    clock: C,
-}
-
-#[cfg(feature = "std")]
-impl TokenBucket {
-    /// A bucket on the default [`MonotonicClock`](crate::MonotonicClock).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota, TokenBucket};
-    /// let bucket = TokenBucket::new(Quota::per_second(100)?);
-    /// assert!(bucket.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn new(quota: Quota) -> Self {
-        TokenBucket::with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> TokenBucket<C> {
-    /// A bucket that reads time from `clock`.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, TokenBucket};
-    /// let bucket = TokenBucket::with_clock(Quota::per_minute(60)?, ManualClock::new());
-    /// # let _ = bucket;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        TokenBucket {
-            core: TokenBucketCore::new(&quota),
-            clock,
-        }
-    }
-}
-
-impl<C: Clock> Limiter for TokenBucket<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
-    }
-}
+pub type TokenBucket<C = DefaultClock> = RateLimiter<Gcra, C>;
 
 #[cfg(test)]
 mod tests {
