@@ -78,6 +78,8 @@ mod sync;
 pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod leased;
 
 /// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
 #[cfg(all(tollgate_loom, feature = "std"))]
@@ -98,8 +100,18 @@ pub use decision::Decision;
 pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
+#[cfg(feature = "std")]
+pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+
+/// Test-only hooks for the loom models (`loom-tests/`); loom builds only.
+#[cfg(all(tollgate_loom, feature = "std"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::leased::loom_model::{LeaseHolder, LeaseModel};
+    pub use crate::leased::Planted;
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
