@@ -257,6 +257,7 @@ impl Lease {
     /// assert_eq!(tollgate::Lease::new(1, Duration::from_millis(1))?.bypass_above(), 1);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
+    #[inline]
     pub fn bypass_above(&self) -> u64 {
         (self.max_tokens / 2).max(1)
     }
@@ -367,6 +368,8 @@ pub(crate) struct Shared<C> {
     bucket: TokenBucket<C>,
     reserved: CachePadded<AtomicU64>,
     lease: Lease,
+    /// `lease.bypass_above()`, kept at hand for the fast path.
+    bypass: u64,
     /// A grant takes at most `available / share` tokens: `2 × available_parallelism`.
     share: u64,
     #[cfg(tollgate_loom)]
@@ -378,6 +381,7 @@ impl<C: Clock> Shared<C> {
         Shared {
             bucket,
             reserved: CachePadded::new(AtomicU64::new(0)),
+            bypass: lease.bypass_above(),
             lease,
             share: share.max(1),
             #[cfg(tollgate_loom)]
@@ -415,7 +419,7 @@ impl<C: Clock> Shared<C> {
     /// One request through this thread's lease `h`.
     #[inline]
     pub(crate) fn acquire(&self, h: &mut Holder, n: u64) -> Decision {
-        if n != 0 && n <= self.lease.bypass_above() && self.covers(h.left, n) {
+        if n != 0 && n <= self.bypass && self.covers(h.left, n) {
             if h.until_check == 0 {
                 let now = self.now();
                 if now < h.granted_at || now >= h.expires_at {
@@ -430,7 +434,7 @@ impl<C: Clock> Shared<C> {
             return Decision::allowed(h.level + h.left, h.reset_ns);
         }
         let now = self.now();
-        if n == 0 || n > self.lease.bypass_above() {
+        if n == 0 || n > self.bypass {
             return self.core().acquire(now, n);
         }
         self.renew(h, now, n)
@@ -844,6 +848,14 @@ pub mod loom_model {
     pub struct LeaseHolder(Holder);
 
     impl LeaseHolder {
+        /// A holder whose last lease had `spent` tokens spent from it: its next request asks
+        /// for a lease of `2 × spent` (at most `max_tokens`).
+        pub fn with_demand(spent: u64) -> Self {
+            LeaseHolder(Holder {
+                spent,
+                ..Holder::default()
+            })
+        }
         /// Unspent tokens of the lease.
         pub fn left(&self) -> u64 {
             self.0.left
