@@ -763,8 +763,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn give_back(&self) -> u64 {
-        self.with_holder(|shared, h| shared.give_back(h).credited)
-            .unwrap_or(0)
+        self.with_holder(|shared, h| shared.give_back(h).credited, |_| 0)
     }
 
     /// The address that identifies this limiter's slot in a thread's table.
@@ -773,31 +772,39 @@ impl<C: Clock + 'static> Leased<C> {
         Arc::as_ptr(&self.shared) as *const () as usize
     }
 
-    /// Runs `f` on this thread's lease, made on first use; `None` if the thread's table is
-    /// unavailable (being torn down at thread exit, or already in use further up the stack).
+    /// Runs `f` on this thread's lease, made on first use, or `or_else` if the thread's table
+    /// is unavailable (being torn down at thread exit, or already in use further up the stack).
     #[inline]
-    fn with_holder<R>(&self, f: impl FnOnce(&Shared<C>, &mut Holder) -> R) -> Option<R> {
+    fn with_holder<R>(
+        &self,
+        f: impl FnOnce(&Shared<C>, &mut Holder) -> R,
+        or_else: impl FnOnce(&Shared<C>) -> R,
+    ) -> R {
         let key = self.key();
-        SLOTS
-            .try_with(|slots| {
-                let mut slots = slots.try_borrow_mut().ok()?;
-                let i = match slots.iter().position(|s| s.key == key) {
-                    Some(i) => i,
-                    None => {
-                        // Slots of limiters dropped since (only the slot still holds them).
-                        slots.retain(|s| Arc::strong_count(&s.home) > 1);
-                        slots.push(Slot {
-                            key,
-                            home: self.shared.clone(),
-                            holder: Holder::default(),
-                        });
-                        slots.len() - 1
-                    }
-                };
-                Some(f(&self.shared, &mut slots[i].holder))
-            })
-            .ok()
-            .flatten()
+        let shared = &*self.shared;
+        let done = SLOTS.try_with(|slots| {
+            let mut slots = slots.try_borrow_mut().ok()?;
+            // Most threads use one or two leased limiters: the first slot is the usual hit.
+            let i = if slots.first().is_some_and(|s| s.key == key) {
+                0
+            } else if let Some(i) = slots.iter().position(|s| s.key == key) {
+                i
+            } else {
+                // Slots of limiters dropped since (only the slot still holds them).
+                slots.retain(|s| Arc::strong_count(&s.home) > 1);
+                slots.push(Slot {
+                    key,
+                    home: self.shared.clone(),
+                    holder: Holder::default(),
+                });
+                slots.len() - 1
+            };
+            Some(f(shared, &mut slots[i].holder))
+        });
+        match done {
+            Ok(Some(r)) => r,
+            _ => or_else(shared),
+        }
     }
 }
 
@@ -809,14 +816,11 @@ fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
 impl<C: Clock + 'static> Limiter for Leased<C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
-        match self.with_holder(|shared, h| shared.acquire(h, n)) {
-            Some(decision) => decision,
+        self.with_holder(
+            |shared, h| shared.acquire(h, n),
             // No thread-local slot: decide on the bucket alone, exactly.
-            None => {
-                let shared = &*self.shared;
-                shared.core().acquire(shared.now(), n)
-            }
-        }
+            |shared| shared.core().acquire(shared.now(), n),
+        )
     }
 }
 
