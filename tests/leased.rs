@@ -2,72 +2,18 @@
 //! a time, on a `ManualClock`, against the `MutexTokenBucket` twin) and a stress run with real
 //! threads racing. Nothing sleeps.
 //!
-//! A virtual thread is a real OS thread that acts only when the scheduler hands it a request
-//! and waits for its answer, so the run is one deterministic sequence while every thread keeps
-//! its own thread-local lease, exactly as in production; ending a virtual thread ends the OS
-//! thread and gives its lease back.
+//! The virtual threads and the envelope check are shared with the `leased` fuzz target.
 
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
 
 use tollgate::baseline::MutexTokenBucket;
-use tollgate::{
-    Clock, Decision, Lease, LeaseError, Leased, Limiter, ManualClock, Quota, TokenBucket,
-};
+use tollgate::{Clock, Lease, LeaseError, Leased, Limiter, ManualClock, Quota, TokenBucket};
 
-/// The envelope `admitted[a, b] ≤ burst + rate·(b − a) + slack`, checked on every admission in
-/// O(1) over all earlier starts `a` of the current stretch of non-decreasing clock readings.
-///
-/// With `S_j` the units admitted up to and including admission `j` at reading `t_j`, and
-/// `rate = limit / period`, the window from admission `i` to `j` holds `S_j − S_{i−1}`; the
-/// bound is `P·(S_j − S_{i−1}) − L·(t_j − t_i) ≤ (burst + slack)·P`. Keeping
-/// `min_i (P·S_{i−1} − L·t_i)` makes every check one subtraction. A reading behind the last
-/// one starts a new stretch (a bucket whose clock steps back forgets, by design).
-struct Envelope {
-    limit: i128,
-    period: i128,
-    allowance: i128,
-    admitted: i128,
-    last: u64,
-    min_start: Option<i128>,
-}
-
-impl Envelope {
-    fn new(quota: Quota, slack: u64) -> Self {
-        let period = quota.period().as_nanos() as i128;
-        Envelope {
-            limit: i128::from(quota.limit()),
-            period,
-            allowance: i128::from(quota.burst() + slack) * period,
-            admitted: 0,
-            last: 0,
-            min_start: None,
-        }
-    }
-
-    /// Records an admission of `n` at reading `t`; `Err` with the excess if the bound broke.
-    fn admit(&mut self, t: u64, n: u64) -> Result<(), String> {
-        if t < self.last {
-            self.min_start = None;
-        }
-        self.last = t;
-        let t = i128::from(t);
-        let start = self.period * self.admitted - self.limit * t;
-        let min = self.min_start.map_or(start, |m| m.min(start));
-        self.min_start = Some(min);
-        self.admitted += i128::from(n);
-        let end = self.period * self.admitted - self.limit * t;
-        if end - min > self.allowance {
-            return Err(format!(
-                "{} units over the envelope at t = {t} ns",
-                (end - min - self.allowance) as f64 / self.period as f64
-            ));
-        }
-        Ok(())
-    }
-}
+#[path = "../fuzz/src/leased/harness.rs"]
+mod harness;
+use harness::{Cmd, Envelope, Worker};
 
 /// A small deterministic generator (xorshift64*), so every run replays from its seed.
 struct Rng(u64);
@@ -81,48 +27,6 @@ impl Rng {
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-enum Cmd {
-    Acquire(u64),
-    GiveBack,
-}
-
-/// A virtual thread: an OS thread that runs one command at a time when told.
-struct Worker {
-    to: Sender<Cmd>,
-    from: Receiver<(Decision, u64)>,
-    handle: JoinHandle<()>,
-}
-
-impl Worker {
-    fn spawn(limiter: Arc<Leased<ManualClock>>) -> Worker {
-        let (to, commands) = channel::<Cmd>();
-        let (answers, from) = channel();
-        let handle = thread::spawn(move || {
-            for cmd in commands {
-                let answer = match cmd {
-                    Cmd::Acquire(n) => (limiter.try_acquire_n(n), 0),
-                    Cmd::GiveBack => (limiter.try_acquire_n(0), limiter.give_back()),
-                };
-                if answers.send(answer).is_err() {
-                    break;
-                }
-            }
-        });
-        Worker { to, from, handle }
-    }
-
-    fn run(&self, cmd: Cmd) -> (Decision, u64) {
-        self.to.send(cmd).expect("worker alive");
-        self.from.recv().expect("worker answers")
-    }
-
-    /// Ends the thread; its thread-local lease goes back to the bucket before `join` returns.
-    fn exit(self) {
-        drop(self.to);
-        self.handle.join().expect("worker thread");
     }
 }
 
@@ -163,8 +67,8 @@ fn simulate(s: Setup) -> Tally {
     ));
     let twin = MutexTokenBucket::with_clock(s.quota, clock.clone());
     let x = limiter.max_overshoot();
-    let mut leased_env = Envelope::new(s.quota, x);
-    let mut twin_env = Envelope::new(s.quota, 0);
+    let mut leased_env = Envelope::new(&s.quota, x);
+    let mut twin_env = Envelope::new(&s.quota, 0);
     let mut rng = Rng(s.seed | 1);
     let mut workers: Vec<Worker> = (0..s.threads)
         .map(|_| Worker::spawn(limiter.clone()))
@@ -301,16 +205,16 @@ fn every_admission_stays_in_the_envelope_against_the_twin() {
 fn the_envelope_check_catches_an_excess() {
     // The checker itself: at one instant the burst passes, one more does not.
     let quota = Quota::per_second(10).unwrap();
-    let mut env = Envelope::new(quota, 2);
+    let mut env = Envelope::new(&quota, 2);
     for _ in 0..12 {
         env.admit(5, 1).unwrap();
     }
     assert!(env.admit(5, 1).is_err());
     // A step back starts afresh; a second later ten more fit again.
-    let mut env = Envelope::new(quota, 0);
+    let mut env = Envelope::new(&quota, 0);
     env.admit(0, 10).unwrap();
     assert!(env.admit(999_999_999, 10).is_err());
-    let mut env = Envelope::new(quota, 0);
+    let mut env = Envelope::new(&quota, 0);
     env.admit(0, 10).unwrap();
     env.admit(1_000_000_000, 10).unwrap();
 }

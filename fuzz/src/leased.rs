@@ -12,15 +12,16 @@
 //! - a give-back never lifts the bucket above its burst;
 //! - at a frozen instant from a full bucket, at most the burst is admitted.
 
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use tollgate::baseline::MutexTokenBucket;
-use tollgate::{Clock, Decision, Lease, Leased, Limiter, ManualClock, Quota, TokenBucket};
+use tollgate::{Clock, Lease, Leased, Limiter, ManualClock, TokenBucket};
 
+mod harness;
+
+use self::harness::{Cmd, Envelope, Worker};
 use crate::invariants::{Bound, Ledger};
 use crate::{Cost, Num, QuotaSpec, Span, MAX_OPS};
 
@@ -121,92 +122,6 @@ impl LeaseSpec {
     }
 }
 
-enum Cmd {
-    Acquire(u64),
-    GiveBack,
-}
-
-struct Worker {
-    to: Sender<Cmd>,
-    from: Receiver<(Decision, u64)>,
-    handle: JoinHandle<()>,
-}
-
-impl Worker {
-    fn spawn(limiter: Arc<Leased<ManualClock>>) -> Worker {
-        let (to, commands) = channel::<Cmd>();
-        let (answers, from) = channel();
-        let handle = thread::spawn(move || {
-            for cmd in commands {
-                let answer = match cmd {
-                    Cmd::Acquire(n) => (limiter.try_acquire_n(n), 0),
-                    // The bucket's own level (a cost of 0), then the give-back.
-                    Cmd::GiveBack => (limiter.try_acquire_n(0), limiter.give_back()),
-                };
-                if answers.send(answer).is_err() {
-                    break;
-                }
-            }
-        });
-        Worker { to, from, handle }
-    }
-
-    fn run(&self, cmd: Cmd) -> (Decision, u64) {
-        self.to.send(cmd).expect("worker alive");
-        self.from.recv().expect("worker answers")
-    }
-
-    fn exit(self) {
-        drop(self.to);
-        self.handle.join().expect("worker thread");
-    }
-}
-
-/// `admitted[a, b] ≤ burst + rate·(b − a) + slack` for every `a ≤ b` in the current stretch of
-/// non-decreasing readings, in O(1) per admission: with `S` the units admitted so far, keep
-/// `min(P·S_before − L·t)` over the stretch's admissions (rate = `L / P`).
-struct Envelope {
-    limit: i128,
-    period: i128,
-    allowance: i128,
-    admitted: i128,
-    last: u64,
-    min_start: Option<i128>,
-}
-
-impl Envelope {
-    fn new(quota: &Quota, slack: u64) -> Self {
-        let period = quota.period().as_nanos() as i128;
-        Envelope {
-            limit: i128::from(quota.limit()),
-            period,
-            allowance: (i128::from(quota.burst()) + i128::from(slack)) * period,
-            admitted: 0,
-            last: 0,
-            min_start: None,
-        }
-    }
-
-    fn admit(&mut self, t: u64, n: u64) {
-        let t = t.min(crate::HORIZON);
-        if t < self.last {
-            self.min_start = None;
-        }
-        self.last = t;
-        let t = i128::from(t);
-        let start = self.period * self.admitted - self.limit * t;
-        let min = self.min_start.map_or(start, |m| m.min(start));
-        self.min_start = Some(min);
-        self.admitted += i128::from(n);
-        let end = self.period * self.admitted - self.limit * t;
-        assert!(
-            end - min <= self.allowance,
-            "Leased: {} units over burst + rate × time + max_overshoot at t = {t} ns",
-            (end - min - self.allowance) as f64 / self.period as f64
-        );
-    }
-}
-
 /// The target.
 pub fn run(data: &[u8]) {
     let Some(input) = decode(data) else { return };
@@ -247,7 +162,9 @@ pub fn run(data: &[u8]) {
                 let reference = twin.try_acquire_n(n);
                 assert_eq!(got.exceeds_capacity(), reference.exceeds_capacity());
                 if got.is_allowed() && n > 0 {
-                    envelope.admit(now, n);
+                    if let Err(e) = envelope.admit(now, n) {
+                        panic!("Leased: {e}");
+                    }
                     if let Some(f) = frozen.as_mut() {
                         *f += n;
                         assert!(*f <= quota.burst(), "{f} admitted at one instant");

@@ -217,6 +217,36 @@ impl<C: Clock> Limiter for TokenBucket<C> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Crate-internal access for `Leased` (src/leased.rs): the GCRA word and its parameters, so
+// that a lease can take up to `k` tokens, or give tokens back, in one compare-exchange on the
+// same word the exact path uses. Nothing here changes the bucket's own protocol.
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(feature = "std")]
+impl TokenBucketCore {
+    /// The shared state word (`tat`); every write to it must keep the module's invariant.
+    #[inline]
+    pub(crate) fn word(&self) -> &AtomicU64 {
+        &self.tat
+    }
+
+    /// The bucket's parameters.
+    #[inline]
+    pub(crate) fn params(&self) -> &GcraParams {
+        &self.params
+    }
+}
+
+#[cfg(feature = "std")]
+impl<C> TokenBucket<C> {
+    /// The lock-free core and the clock, for limiters built on top of a bucket.
+    #[inline]
+    pub(crate) fn parts(&self) -> (&TokenBucketCore, &C) {
+        (&self.core, &self.clock)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,33 +289,5 @@ mod tests {
         // Time stands still at the horizon: the next token would come after it.
         assert!(!d.is_allowed());
         assert_eq!(d.retry_after(), None);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Crate-internal access for `Leased` (src/leased.rs): the GCRA word and its parameters, so
-// that a lease can take up to `k` tokens, or give tokens back, in one compare-exchange on the
-// same word the exact path uses. Nothing here changes the bucket's own protocol.
-// ---------------------------------------------------------------------------------------------
-
-impl TokenBucketCore {
-    /// The shared state word (`tat`); every write to it must keep the module's invariant.
-    #[inline]
-    pub(crate) fn word(&self) -> &AtomicU64 {
-        &self.tat
-    }
-
-    /// The bucket's parameters.
-    #[inline]
-    pub(crate) fn params(&self) -> &GcraParams {
-        &self.params
-    }
-}
-
-impl<C> TokenBucket<C> {
-    /// The lock-free core and the clock, for limiters built on top of a bucket.
-    #[inline]
-    pub(crate) fn parts(&self) -> (&TokenBucketCore, &C) {
-        (&self.core, &self.clock)
     }
 }
