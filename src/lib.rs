@@ -18,6 +18,9 @@
 //! ([`KeyedLimiter::try_acquire_with`]), evicts keys back to their fresh state
 //! ([`KeyedLimiter::evict_idle`]), and can bound its size ([`KeyedBuilder`]).
 //!
+//! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
+//! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
