@@ -59,6 +59,7 @@
 //! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
 // The docs link to the std-only items (MonotonicClock, baseline); without std those links
 // have no target, and only then.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
@@ -105,3 +106,8 @@ pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of `docs/keyed.md`, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/keyed.md")]
+struct KeyedDocDoctests;

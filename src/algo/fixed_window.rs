@@ -11,9 +11,9 @@
 //! the horizon fits in the rest. A fresh limiter holds `0`: window 0, nothing counted.
 //!
 //! The window number and the count share one word, so a new window's reset and its first
-//! admission are one compare-exchange. (The Java seed resets its counter with a separate store
-//! after a CAS on the start time: requests landing between the two are counted in the old
-//! window and extra requests pass. Here there is no "between".)
+//! admission are one compare-exchange. (Resetting the counter with a separate store after a
+//! compare-exchange on the window's start lets requests landing between the two count in the
+//! old window, and extra requests pass. Here there is no "between".)
 //!
 //! # Invariant
 //!

@@ -1,18 +1,24 @@
 //! Sliding log: exact. An admission at `s` counts while `now - s < period`.
 //!
-//! # State words
+//! | word         | bits   | field    | meaning                                         |
+//! |--------------|--------|----------|-------------------------------------------------|
+//! | `seq`        | 1..=63 | `count`  | admissions ever made (`c`)                      |
+//! |              | 0      | `locked` | a writer is recording admissions                |
+//! | `entries[i]` | 0..=63 | `time`   | ns of admission `j` where `j % limit == i`      |
 //!
-//! | word          | bits    | field    | meaning                                            |
-//! |---------------|---------|----------|----------------------------------------------------|
-//! | `seq`         | 1..=63  | `count`  | admissions ever made (`c`)                         |
-//! |               | 0       | `locked` | a writer is recording admissions                   |
-//! | `entries[i]`  | 0..=63  | `time`   | ns of admission `j` where `j % limit == i`         |
+//! **Invariant.** The entries are a ring of the last `limit` admission times (8 bytes each,
+//! allocated once), non-decreasing along `j`; only the holder of the `locked` bit writes them
+//! or the count. So the oldest entry still in the ring decides: `n` more may pass when
+//! admission `c + n - limit - 1` (the newest that `n` new entries would overwrite) has left
+//! the window.
 //!
-//! The entries are a ring of the last `limit` admission times, allocated once (8 bytes each,
-//! as the Java seed `000` observes): admission `j` lives at `entries[j % limit]`. Times are
-//! non-decreasing along `j`, so the oldest entry still in the ring decides: `n` more may pass
-//! when admission `c + n - limit - 1` (the newest that `n` new entries would overwrite) has
-//! left the window.
+//! **Orderings.** Lock: CAS `seq` even → odd with `Acquire`, then a `Release` fence before the
+//! entry writes, so a reader that sees an entry written under the lock also sees `seq` odd.
+//! Unlock: store of the new even `seq` with `Release`, publishing the entries. Optimistic read:
+//! `seq` `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq` again `Relaxed`: equal and even
+//! means the entries read were one consistent state. Optimistic admission: the lock CAS expects
+//! exactly the `seq` the snapshot was read under; its success proves no admission came between
+//! (each raises the count in `seq`), so the snapshot's decision stands and is recorded as is.
 //!
 //! # Not lock-free: a per-limiter sequence lock
 //!
@@ -24,17 +30,6 @@
 //! such pause. This is the price of exactness with `O(limit)` state; the sliding-window
 //! counter gives the same "never more than `limit` per `period`" bound lock-free, at the cost
 //! of keeping an admission up to `period / K` longer.
-//!
-//! # Orderings
-//!
-//! - lock: CAS `seq` even → odd with `Acquire`, then a `Release` fence before the entry
-//!   writes, so a reader that sees an entry written under the lock also sees `seq` odd.
-//! - unlock: store of the new even `seq` with `Release`, publishing the entries.
-//! - optimistic read: `seq` with `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq`
-//!   again `Relaxed`: equal and even means the entries read were one consistent state.
-//! - optimistic admission: the lock CAS expects exactly the `seq` the snapshot was read under;
-//!   its success proves no admission came between (each raises the count held in `seq`), so
-//!   the decision made on the snapshot stands and is recorded without deciding again.
 //!
 //! # Time going backwards
 //!
