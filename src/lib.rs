@@ -80,10 +80,48 @@ pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
 
-/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
+/// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
+/// builds only, not part of the API.
+#[cfg(tollgate_loom)]
 #[doc(hidden)]
-pub mod mutants;
+pub mod __loom {
+    pub use crate::algo::{update, Algo, Step};
+    pub use crate::limiter::RateLimiter;
+    pub use crate::quota::{GcraParams, WindowParams};
+    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
+
+    /// The token bucket's algorithm and pure functions.
+    pub mod token_bucket {
+        pub use crate::algo::token_bucket::{admit, decide, Gcra};
+    }
+    /// The fixed window's algorithm and pure decision.
+    pub mod fixed_window {
+        pub use crate::algo::fixed_window::{decide, Fixed};
+    }
+    /// The sliding window's algorithm, geometry, state and pure decision.
+    pub mod sliding_window {
+        pub use crate::algo::sliding_window::{decide, Geometry, Sliding, SlotRing};
+    }
+    /// The sliding log's algorithm, parameters and state.
+    pub mod sliding_log {
+        pub use crate::algo::sliding_log::Log;
+        pub use crate::algo::sliding_log::{LogParams, LogState, LOCKED};
+    }
+
+    /// A limiter running the algorithm `A` under `params`, reading `clock`.
+    ///
+    /// # Errors
+    /// When `A`'s state cannot be allocated.
+    pub fn limiter<A: Algo, C: crate::Clock>(
+        params: A::Params,
+        clock: C,
+    ) -> Result<RateLimiter<A, C>, crate::QuotaError> {
+        Ok(RateLimiter::from_core(
+            crate::algo::Core::with_params(params)?,
+            clock,
+        ))
+    }
+}
 
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;

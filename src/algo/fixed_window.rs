@@ -46,7 +46,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The pure decision: state word, now, cost → decision and the new word if it must be written.
 #[inline]
-pub(crate) fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
+pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
     let current = now_ns.min(HORIZON) / p.len;
     // A later window starts from zero; an earlier one (time went back) counts against the

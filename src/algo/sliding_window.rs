@@ -52,10 +52,11 @@ use alloc::vec::Vec;
 
 /// The writes an admission makes: the new head, and a finished slot for the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Write {
-    pub(crate) head: u64,
+pub struct Write {
+    /// The new head.
+    pub head: u64,
     /// `(ring index, packed word)` when the head moves past a slot with a count.
-    pub(crate) finished: Option<(usize, u64)>,
+    pub finished: Option<(usize, u64)>,
 }
 
 /// The slot geometry: a window split into `slots` slots of `p.len` ns.
@@ -66,7 +67,11 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    pub(crate) fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
+    /// The geometry of `quota` split into `slots` slots.
+    ///
+    /// # Errors
+    /// [`QuotaError::InvalidSlots`] or [`QuotaError::RateTooHigh`].
+    pub fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
         if slots == 0 || slots > MAX_SLOTS {
             return Err(QuotaError::InvalidSlots { slots });
         }
@@ -88,7 +93,7 @@ impl Geometry {
 
 /// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
 #[inline(always)]
-pub(crate) fn decide(
+pub fn decide(
     g: &Geometry,
     head: u64,
     ring: impl Fn(usize) -> u64,
@@ -166,8 +171,10 @@ pub(crate) fn decide(
 /// One sliding window's atomics: the head and the ring of finished slots.
 #[derive(Debug)]
 pub struct SlotRing {
-    head: AtomicU64,
-    ring: Box<[AtomicU64]>,
+    /// The slot being filled: `(epoch, count)`.
+    pub head: AtomicU64,
+    /// The last `K + 1` finished slots, `(epoch, count)` each, at `epoch % (K + 1)`.
+    pub ring: Box<[AtomicU64]>,
 }
 
 /// The sliding-window counter: parameters [`Geometry`], state a [`SlotRing`].
