@@ -452,7 +452,7 @@ impl<C: Clock> Shared<C> {
     /// demand, the bucket's level and the cap, in one compare-exchange on `tat`.
     #[cold]
     fn renew(&self, h: &mut Holder, now: u64, n: u64) -> Decision {
-        let p = self.core().params();
+        let p = &self.core().params;
         let want = h.spent.saturating_mul(2).clamp(n, self.lease.max_tokens);
         // The lease will park `want − n`: make room in this thread's reservation first.
         if want - n > h.reserved {
@@ -505,7 +505,7 @@ impl<C: Clock> Shared<C> {
     /// The compare-exchange loop around [`plan`].
     fn exchange(&self, now: u64, give: u64, n: u64, want: u64) -> Plan {
         let core = self.core();
-        let p = core.params();
+        let p = &core.params;
         // Relaxed: `tat` publishes nothing else; a stale value fails the compare-exchange.
         let ask = Ask {
             give,
@@ -513,7 +513,7 @@ impl<C: Clock> Shared<C> {
             want,
             share: self.share,
         };
-        let mut tat = core.word().load(Ordering::Relaxed);
+        let mut tat = core.state.load(Ordering::Relaxed);
         loop {
             let step = if self.planted(Planted::UnclampedGiveBack) && give > 0 {
                 unclamped(p, tat, now, ask)
@@ -525,7 +525,7 @@ impl<C: Clock> Shared<C> {
             };
             // Relaxed: admissions and give-backs are ordered by this word's modification order.
             match core
-                .word()
+                .state
                 .compare_exchange_weak(tat, new, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => return step,
@@ -668,7 +668,7 @@ std::thread_local! {
 ///
 /// Per thread and limiter, one thread-local slot (about 100 bytes); the clock must be `'static`
 /// (own it, or share it through an `Arc`).
-pub struct Leased<C: Clock + 'static = crate::MonotonicClock> {
+pub struct Leased<C: Clock + 'static = crate::limiter::DefaultClock> {
     shared: Arc<Shared<C>>,
 }
 
@@ -816,7 +816,7 @@ impl<C: Clock + 'static> Leased<C> {
 }
 
 fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
-    let p = bucket.parts().0.params();
+    let p = &bucket.parts().0.params;
     p.tokens(p.capacity)
 }
 
@@ -917,16 +917,16 @@ pub mod loom_model {
 
         /// The clock in the bucket's ticks.
         pub fn now_ticks(&self) -> u64 {
-            let p = self.shared.core().params();
+            let p = &self.shared.core().params;
             self.clock.now_nanos().min(HORIZON) * u64::from(p.scale)
         }
 
         /// Tokens in the bucket now.
         pub fn level(&self) -> u64 {
-            let p = self.shared.core().params();
+            let p = &self.shared.core().params;
             let now = self.now_ticks();
             // Relaxed: read after the model's threads joined.
-            let tat = self.shared.core().word().load(Ordering::Relaxed);
+            let tat = self.shared.core().state.load(Ordering::Relaxed);
             p.tokens((now + p.capacity).saturating_sub(tat.max(now)))
         }
 

@@ -62,6 +62,7 @@
 //! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
 // The docs link to the std-only items (MonotonicClock, baseline); without std those links
 // have no target, and only then.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
@@ -84,10 +85,53 @@ mod keyed;
 #[cfg(feature = "std")]
 mod leased;
 
-/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
+/// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
+/// builds only, not part of the API.
+#[cfg(tollgate_loom)]
 #[doc(hidden)]
-pub mod mutants;
+pub mod __loom {
+    pub use crate::algo::{update, Algo, Step};
+    /// The leased bucket's protocol without thread-local storage, and its planted bugs.
+    #[cfg(feature = "std")]
+    pub use crate::leased::loom_model::{LeaseHolder, LeaseModel};
+    #[cfg(feature = "std")]
+    pub use crate::leased::Planted;
+    pub use crate::limiter::RateLimiter;
+    pub use crate::quota::{GcraParams, WindowParams};
+    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
+
+    /// The token bucket's algorithm and pure functions.
+    pub mod token_bucket {
+        pub use crate::algo::token_bucket::{admit, decide, Gcra};
+    }
+    /// The fixed window's algorithm and pure decision.
+    pub mod fixed_window {
+        pub use crate::algo::fixed_window::{decide, Fixed};
+    }
+    /// The sliding window's algorithm, geometry, state and pure decision.
+    pub mod sliding_window {
+        pub use crate::algo::sliding_window::{decide, Geometry, Sliding, SlotRing};
+    }
+    /// The sliding log's algorithm, parameters and state.
+    pub mod sliding_log {
+        pub use crate::algo::sliding_log::Log;
+        pub use crate::algo::sliding_log::{LogParams, LogState, LOCKED};
+    }
+
+    /// A limiter running the algorithm `A` under `params`, reading `clock`.
+    ///
+    /// # Errors
+    /// When `A`'s state cannot be allocated.
+    pub fn limiter<A: Algo, C: crate::Clock>(
+        params: A::Params,
+        clock: C,
+    ) -> Result<RateLimiter<A, C>, crate::QuotaError> {
+        Ok(RateLimiter::from_core(
+            crate::algo::Core::with_params(params)?,
+            clock,
+        ))
+    }
+}
 
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
@@ -108,15 +152,12 @@ pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 
-/// Test-only hooks for the loom models (`loom-tests/`); loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
-#[doc(hidden)]
-pub mod __loom {
-    pub use crate::leased::loom_model::{LeaseHolder, LeaseModel};
-    pub use crate::leased::Planted;
-}
-
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of `docs/keyed.md`, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/keyed.md")]
+struct KeyedDocDoctests;

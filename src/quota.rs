@@ -155,7 +155,7 @@ pub struct Quota {
 /// The token bucket's view of a quota: time in ticks of `1/scale` ns, one token every
 /// `interval` ticks, a capacity of `capacity` ticks (`burst × interval`). 32 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GcraParams {
+pub struct GcraParams {
     pub(crate) interval: u64,
     pub(crate) capacity: u64,
     /// `floor(x / interval) == (x × magic) >> (62 + shift)` for every `x < 2^62`: the hot path
@@ -186,12 +186,13 @@ impl GcraParams {
 
 /// How a window algorithm packs (window number, count) into one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WindowParams {
+pub struct WindowParams {
     /// Window (or slot) length in ns.
-    pub(crate) len: u64,
+    pub len: u64,
     /// Bits of the word that hold the count; the window number takes the rest.
-    pub(crate) count_bits: u32,
-    pub(crate) limit: u64,
+    pub count_bits: u32,
+    /// Admissions per window.
+    pub limit: u64,
 }
 
 const fn gcd(mut a: u64, mut b: u64) -> u64 {

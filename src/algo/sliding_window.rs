@@ -1,19 +1,29 @@
 //! Sliding-window counter: the period split into `K` slots, each one packed word, and a head.
 //!
-//! # State words
-//!
-//! The head holds the slot being filled; the ring holds the last `K` finished slots.
-//!
-//! | word                 | bits              | field   | meaning                              |
-//! |----------------------|-------------------|---------|--------------------------------------|
-//! | `head`               | `count_bits..=63` | `epoch` | slot number `now / slot_len` filling |
-//! |                      | `0..count_bits`   | `count` | admissions in that slot so far       |
-//! | `ring[e % (K + 1)]`  | `count_bits..=63` | `epoch` | a finished slot `e`                  |
-//! |                      | `0..count_bits`   | `count` | its final count                      |
+//! | word                | bits              | field   | meaning                                |
+//! |---------------------|-------------------|---------|----------------------------------------|
+//! | `head`              | `count_bits..=63` | `epoch` | slot number `now / slot_len` filling   |
+//! |                     | `0..count_bits`   | `count` | admissions in that slot so far         |
+//! | `ring[e % (K + 1)]` | `count_bits..=63` | `epoch` | a finished slot `e`                    |
+//! |                     | `0..count_bits`   | `count` | its final count                        |
 //!
 //! `slot_len = ceil(period / K)`, `count_bits = bits(limit)`. At slot `cur` the live slots are
-//! `cur - K ..= cur`: the head plus up to `K` finished ones from the ring, whose `K + 1`
-//! entries make sure a slot still live for some thread is never overwritten.
+//! `cur - K ..= cur`: the head plus up to `K` finished ones from the ring.
+//!
+//! **Invariant.** Every admission is a compare-exchange on the head, so admissions are totally
+//! ordered and each saw the head's latest count. An admission that moves the head to a new
+//! slot first writes the finished slot `(epoch, count)` into the ring, then swaps the head:
+//! a slot's final count is in the ring before any thread can see a head past it, and nobody
+//! writes that count again, so the ring entries a decision sums are immutable and the sum is
+//! exact. The ring's `K + 1` entries keep a slot still live for some thread from being
+//! overwritten.
+//!
+//! **Orderings.** Head load `Acquire`, pairing with the head CAS's `Release` (success), so a
+//! thread that sees the head in slot `cur` sees every finished slot written before it moved
+//! there; the CAS's failure ordering is `Acquire` (it is the next load). Ring `fetch_max`
+//! `Relaxed`, ordered before the head CAS by program order + `Release`; `fetch_max` because
+//! racing movers of one slot write values that differ only in count, and the largest is the
+//! final one (smaller ones lose their CAS). Ring loads `Relaxed`, after the `Acquire` head load.
 //!
 //! # Semantics
 //!
@@ -22,35 +32,16 @@
 //! `limit` admissions, and at most about `period / K` longer than the log would keep it.
 //! Memory is `8 × (K + 2)` bytes whatever the limit. No background thread.
 //!
-//! # Invariant and the one CAS
-//!
-//! Every admission is a compare-exchange on the head, so admissions are totally ordered and
-//! each one saw the head's latest count. When an admission moves the head to a new slot, it
-//! first writes the finished slot `(epoch, count)` into the ring with `fetch_max`, then swaps
-//! the head: a slot's final count reaches the ring before any thread can see a head past it.
-//! Once the head has passed a slot, nobody writes that slot's count again (a straggler whose
-//! clock reads an older slot counts in the head's slot), so the ring entries a decision sums
-//! are immutable and the sum is exact.
-//!
-//! # Orderings
-//!
-//! - head load: `Acquire`, pairing with the head CAS's `Release`, so a thread that sees the
-//!   head in slot `cur` also sees every finished slot written before it moved there.
-//! - head CAS: `Release` on success (publishes the ring write); `Acquire` on failure (it is
-//!   the next load).
-//! - ring `fetch_max`: `Relaxed`, ordered before the head CAS by program order + `Release`.
-//!   `fetch_max` because racing movers of the same slot write values that differ only in count,
-//!   and the largest is the final one (smaller ones lose their CAS).
-//! - ring loads: `Relaxed`, after the `Acquire` head load.
-//!
 //! # Time going backwards
 //!
-//! A `now` in a slot before the head's counts in the head's slot: time stands still for the
-//! limiter until the clock is back, and nothing expires early.
+//! A `now` in a slot before the head's counts in the head's slot (a straggler whose clock
+//! reads an older slot counts in the head's slot too): time stands still for the limiter until
+//! the clock is back, and nothing expires early.
 
+use super::{count_mask, update, Algo, AlwaysFits, Core, Step};
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON, MAX_SLOTS};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -61,21 +52,26 @@ use alloc::vec::Vec;
 
 /// The writes an admission makes: the new head, and a finished slot for the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Write {
-    pub(crate) head: u64,
+pub struct Write {
+    /// The new head.
+    pub head: u64,
     /// `(ring index, packed word)` when the head moves past a slot with a count.
-    pub(crate) finished: Option<(usize, u64)>,
+    pub finished: Option<(usize, u64)>,
 }
 
 /// The slot geometry: a window split into `slots` slots of `p.len` ns.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Geometry {
+pub struct Geometry {
     pub(crate) p: WindowParams,
     pub(crate) slots: u64,
 }
 
 impl Geometry {
-    pub(crate) fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
+    /// The geometry of `quota` split into `slots` slots.
+    ///
+    /// # Errors
+    /// [`QuotaError::InvalidSlots`] or [`QuotaError::RateTooHigh`].
+    pub fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
         if slots == 0 || slots > MAX_SLOTS {
             return Err(QuotaError::InvalidSlots { slots });
         }
@@ -93,136 +89,151 @@ impl Geometry {
     pub(crate) fn ring_len(&self) -> usize {
         self.slots as usize + 1
     }
+}
 
-    /// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
-    #[inline]
-    pub(crate) fn decide(
-        &self,
-        head: u64,
-        ring: impl Fn(usize) -> u64,
-        now_ns: u64,
-        n: u64,
-    ) -> (Decision, Option<Write>) {
-        let (p, k) = (&self.p, self.slots);
-        let mask = (1u64 << p.count_bits) - 1;
-        let (head_epoch, head_count) = (head >> p.count_bits, head & mask);
-        let cur = (now_ns.min(HORIZON) / p.len).max(head_epoch);
-        let first = cur.saturating_sub(k);
-        let ring_len = k + 1;
-        let count_of = |e: u64| -> u64 {
-            if e == head_epoch {
-                head_count
-            } else if e < cur {
-                let w = ring((e % ring_len) as usize);
-                if w >> p.count_bits == e {
-                    w & mask
-                } else {
-                    0
-                }
+/// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
+#[inline(always)]
+pub fn decide(
+    g: &Geometry,
+    head: u64,
+    ring: impl Fn(usize) -> u64,
+    now_ns: u64,
+    n: u64,
+) -> Step<Write> {
+    let (p, k) = (&g.p, g.slots);
+    let mask = count_mask(p.count_bits);
+    let (head_epoch, head_count) = (head >> p.count_bits, head & mask);
+    let cur = (now_ns.min(HORIZON) / p.len).max(head_epoch);
+    let first = cur.saturating_sub(k);
+    let ring_len = k + 1;
+    let count_of = |e: u64| -> u64 {
+        if e == head_epoch {
+            head_count
+        } else if e < cur {
+            let w = ring((e % ring_len) as usize);
+            if w >> p.count_bits == e {
+                w & mask
             } else {
                 0
             }
-        };
-        let total: u64 = (first..=cur).map(count_of).sum();
-        let remaining = p.limit.saturating_sub(total);
-        // Full capacity returns when the newest counted slot leaves the window.
-        let reset = |newest: Option<u64>| match newest {
-            Some(e) => ((e + k + 1) * p.len).saturating_sub(now_ns),
-            None => 0,
-        };
-        let newest = (first..=cur).rev().find(|&e| count_of(e) != 0);
-        if n > p.limit {
-            return (Decision::exceeds(remaining, reset(newest)), None);
+        } else {
+            0
         }
-        if total + n <= p.limit {
-            if n == 0 {
-                return (Decision::allowed(remaining, reset(newest)), None);
-            }
-            let (count, finished) = if head_epoch == cur {
-                (head_count + n, None)
-            } else {
-                let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
-                (n, finished)
-            };
-            let write = Write {
-                head: cur << p.count_bits | count,
-                finished,
-            };
-            return (
-                Decision::allowed(remaining - n, reset(Some(cur))),
-                Some(write),
-            );
-        }
-        // Denied: slot e stops counting when slot e + k + 1 begins; find the first moment
-        // enough has left. (Saturating: a denial may read ring entries that movers are
-        // writing concurrently; it decides on a snapshot that may be stale, never unsafe.)
-        let mut left = total;
-        let mut pass_at = (cur + 1) * p.len;
-        for e in first..=cur {
-            left = left.saturating_sub(count_of(e));
-            if left + n <= p.limit {
-                pass_at = (e + k + 1) * p.len;
-                break;
-            }
-        }
-        (
-            Decision::denied(remaining, now_ns, pass_at, reset(newest)),
-            None,
-        )
+    };
+    let total: u64 = (first..=cur).map(count_of).sum();
+    let remaining = p.limit.saturating_sub(total);
+    // Full capacity returns when the newest counted slot leaves the window.
+    let reset = |newest: Option<u64>| match newest {
+        Some(e) => ((e + k + 1) * p.len).saturating_sub(now_ns),
+        None => 0,
+    };
+    let newest = (first..=cur).rev().find(|&e| count_of(e) != 0);
+    if n > p.limit {
+        return (Decision::exceeds(remaining, reset(newest)), None);
     }
+    if total + n <= p.limit {
+        if n == 0 {
+            return (Decision::allowed(remaining, reset(newest)), None);
+        }
+        let (count, finished) = if head_epoch == cur {
+            (head_count + n, None)
+        } else {
+            let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
+            (n, finished)
+        };
+        let write = Write {
+            head: cur << p.count_bits | count,
+            finished,
+        };
+        return (
+            Decision::allowed(remaining - n, reset(Some(cur))),
+            Some(write),
+        );
+    }
+    // Denied: slot e stops counting when slot e + k + 1 begins; find the first moment
+    // enough has left. (Saturating: a denial may read ring entries that movers are
+    // writing concurrently; it decides on a snapshot that may be stale, never unsafe.)
+    let mut left = total;
+    let mut pass_at = (cur + 1) * p.len;
+    for e in first..=cur {
+        left = left.saturating_sub(count_of(e));
+        if left + n <= p.limit {
+            pass_at = (e + k + 1) * p.len;
+            break;
+        }
+    }
+    (
+        Decision::denied(remaining, now_ns, pass_at, reset(newest)),
+        None,
+    )
 }
 
-/// The lock-free sliding window without a clock: what a keyed map stores per key.
+/// One sliding window's atomics: the head and the ring of finished slots.
 #[derive(Debug)]
-pub(crate) struct SlidingWindowCore {
-    head: AtomicU64,
-    ring: Box<[AtomicU64]>,
-    geometry: Geometry,
+pub struct SlotRing {
+    /// The slot being filled: `(epoch, count)`.
+    pub head: AtomicU64,
+    /// The last `K + 1` finished slots, `(epoch, count)` each, at `epoch % (K + 1)`.
+    pub ring: Box<[AtomicU64]>,
 }
 
-impl SlidingWindowCore {
-    pub(crate) fn new(quota: &Quota, slots: u32) -> Result<Self, QuotaError> {
-        let geometry = Geometry::new(quota, slots)?;
-        let ring: Vec<AtomicU64> = (0..geometry.ring_len())
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        Ok(SlidingWindowCore {
+/// The sliding-window counter: parameters [`Geometry`], state a [`SlotRing`].
+#[derive(Debug)]
+pub struct Sliding;
+
+impl Algo for Sliding {
+    type Params = Geometry;
+    type State = SlotRing;
+
+    /// The default geometry: [`DEFAULT_SLOTS`] slots.
+    fn params(quota: &Quota) -> Result<Geometry, QuotaError> {
+        Geometry::new(quota, DEFAULT_SLOTS)
+    }
+
+    fn state(g: &Geometry) -> Result<SlotRing, QuotaError> {
+        let ring: Vec<AtomicU64> = (0..g.ring_len()).map(|_| AtomicU64::new(0)).collect();
+        Ok(SlotRing {
             head: AtomicU64::new(0),
             ring: ring.into_boxed_slice(),
-            geometry,
         })
     }
 
-    /// The compare-exchange loop around [`Geometry::decide`].
+    /// The compare-exchange loop around [`decide`].
     #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Acquire: pairs with the Release of the CAS that moved the head here, so the ring
-        // entries of the slots it finished are visible below.
-        let mut head = self.head.load(Ordering::Acquire);
-        loop {
-            // Relaxed: ordered after the Acquire head load; see the module's orderings.
-            let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
-            let (decision, write) = self.geometry.decide(head, ring, now_ns, n);
-            let Some(write) = write else { return decision };
-            if let Some((i, word)) = write.finished {
-                // Relaxed: published by the Release CAS below; fetch_max keeps the largest
-                // (final) count if several movers race.
-                self.ring[i].fetch_max(word, Ordering::Relaxed);
-            }
-            // Release: publishes the ring write above to whoever sees the new head.
-            // Acquire on failure: the returned head is the next one we decide on.
-            match self.head.compare_exchange_weak(
-                head,
-                write.head,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return decision,
-                Err(current) => head = current,
-            }
-        }
+    fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
+        // Load Acquire: pairs with the Release of the CAS that moved the head here, so the
+        // ring entries of the slots it finished are visible to `decide`. CAS Release on
+        // success: publishes the ring write made in `propose` to whoever sees the new head.
+        // Acquire on failure: the returned head is the next one decided on.
+        let (decision, _) = update(
+            &s.head,
+            Ordering::Acquire,
+            Ordering::Release,
+            Ordering::Acquire,
+            |head| {
+                // Relaxed: ordered after the Acquire head load; see the module's orderings.
+                let ring = |i: usize| s.ring[i].load(Ordering::Relaxed);
+                let (decision, write) = decide(g, head, ring, now_ns, n);
+                let Some(write) = write else {
+                    return (decision, None);
+                };
+                if let Some((i, word)) = write.finished {
+                    // Relaxed: published by the Release CAS that follows; fetch_max keeps the
+                    // largest (final) count if several movers race.
+                    s.ring[i].fetch_max(word, Ordering::Relaxed);
+                }
+                (decision, Some(write.head))
+            },
+        );
+        decision
     }
 }
+
+impl AlwaysFits for Sliding {}
+
+/// The clock-less sliding window a keyed map stores per key.
+#[cfg(feature = "std")]
+pub(crate) type SlidingWindowCore = Core<Sliding>;
 
 /// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
 /// `K` slots (8 by default) without a background thread. Memory `8 × (K + 2)` bytes whatever
@@ -245,51 +256,9 @@ impl SlidingWindowCore {
 /// assert_eq!(before + after, 5); // the edge burst is held to the limit
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct SlidingWindow<C = crate::MonotonicClock> {
-    core: SlidingWindowCore,
-    clock: C,
-}
+pub type SlidingWindow<C = DefaultClock> = RateLimiter<Sliding, C>;
 
-/// A lock-free sliding-window counter; see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct SlidingWindow<C> {
-    core: SlidingWindowCore,
-    clock: C,
-}
-
-#[cfg(feature = "std")]
-impl SlidingWindow {
-    /// A sliding window of 8 slots on the default [`MonotonicClock`](crate::MonotonicClock).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota, SlidingWindow};
-    /// let window = SlidingWindow::new(Quota::per_second(100)?);
-    /// assert!(window.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn new(quota: Quota) -> Self {
-        SlidingWindow::with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> SlidingWindow<C> {
-    /// A sliding window of 8 slots that reads time from `clock`.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, SlidingWindow};
-    /// let window = SlidingWindow::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// # let _ = window;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        let core = SlidingWindowCore::new(&quota, DEFAULT_SLOTS)
-            .expect("a validated quota fits the default slots");
-        SlidingWindow { core, clock }
-    }
-
+impl<C: Clock> RateLimiter<Sliding, C> {
     /// A sliding window of `slots` slots (1 to 4096): more slots, closer to the exact log,
     /// at 8 bytes and one more load per request each.
     ///
@@ -298,26 +267,16 @@ impl<C: Clock> SlidingWindow<C> {
     /// slots are too short for the counter and slot number to share a word.
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::{ManualClock, Quota, SlidingWindow};
-    /// // The seed's layout: 100 slots of 10 ms.
+    /// // 100 slots of 10 ms.
     /// let w = SlidingWindow::with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
     /// assert!(SlidingWindow::with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
     /// # let _ = w;
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
-        Ok(SlidingWindow {
-            core: SlidingWindowCore::new(&quota, slots)?,
-            clock,
-        })
-    }
-}
-
-impl<C: Clock> Limiter for SlidingWindow<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
+        let core = Core::with_params(Geometry::new(&quota, slots)?)?;
+        Ok(RateLimiter::from_core(core, clock))
     }
 }
 
@@ -331,12 +290,12 @@ mod tests {
         let g = Geometry::new(&Quota::per_second(10).unwrap(), 4).unwrap();
         assert_eq!(g.p.len, 250_000_000);
         let ring = [0u64; 5];
-        let (d, w) = g.decide(0, |i| ring[i], 0, 3);
+        let (d, w) = decide(&g, 0, |i| ring[i], 0, 3);
         assert!(d.is_allowed());
         let w = w.unwrap();
         assert_eq!(w.finished, None);
         // Next slot: the head moves and slot 0 (count 3) goes to the ring.
-        let (d, w2) = g.decide(w.head, |i| ring[i], 250_000_000, 1);
+        let (d, w2) = decide(&g, w.head, |i| ring[i], 250_000_000, 1);
         assert!(d.is_allowed());
         assert_eq!(d.remaining(), 6);
         assert_eq!(w2.unwrap().finished, Some((0, w.head)));
@@ -350,7 +309,7 @@ mod tests {
         // Slot 0 holds 3, the head (slot 1) holds 1: full.
         ring[0] = 3;
         let head = 1 << cb | 1;
-        let (d, w) = g.decide(head, |i| ring[i], 300_000_000, 2);
+        let (d, w) = decide(&g, head, |i| ring[i], 300_000_000, 2);
         assert!(!d.is_allowed() && w.is_none());
         // Slot 0 stops counting when slot 0 + 4 + 1 = 5 begins, at 1.25 s.
         assert_eq!(d.retry_after(), Some(Duration::from_millis(950)));
