@@ -18,6 +18,9 @@
 //! ([`KeyedLimiter::try_acquire_with`]), evicts keys back to their fresh state
 //! ([`KeyedLimiter::evict_idle`]), and can bound its size ([`KeyedBuilder`]).
 //!
+//! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
+//! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
@@ -59,6 +62,7 @@
 //! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
 // The docs link to the std-only items (MonotonicClock, baseline); without std those links
 // have no target, and only then.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
@@ -78,11 +82,58 @@ mod sync;
 pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod leased;
 
-/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
+/// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
+/// builds only, not part of the API.
+#[cfg(tollgate_loom)]
 #[doc(hidden)]
-pub mod mutants;
+pub mod __loom {
+    pub use crate::algo::{update, Algo, Step};
+    /// The leased bucket's protocol without thread-local storage, and its planted bugs.
+    #[cfg(feature = "std")]
+    pub use crate::leased::loom_model::{LeaseHolder, LeaseModel};
+    #[cfg(feature = "std")]
+    pub use crate::leased::Planted;
+    pub use crate::limiter::RateLimiter;
+    pub use crate::quota::{GcraParams, WindowParams};
+    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
+
+    /// The token bucket's algorithm and pure functions.
+    pub mod token_bucket {
+        pub use crate::algo::token_bucket::{
+            admit_at, allowed, decide, decide_at, refused, ticks, Gcra,
+        };
+    }
+    /// The fixed window's algorithm and pure decision.
+    pub mod fixed_window {
+        pub use crate::algo::fixed_window::{decide, Fixed};
+    }
+    /// The sliding window's algorithm, geometry, state and pure decision.
+    pub mod sliding_window {
+        pub use crate::algo::sliding_window::{decide, Geometry, Sliding, SlotRing};
+    }
+    /// The sliding log's algorithm, parameters and state.
+    pub mod sliding_log {
+        pub use crate::algo::sliding_log::Log;
+        pub use crate::algo::sliding_log::{LogParams, LogState, LOCKED};
+    }
+
+    /// A limiter running the algorithm `A` under `params`, reading `clock`.
+    ///
+    /// # Errors
+    /// When `A`'s state cannot be allocated.
+    pub fn limiter<A: Algo, C: crate::Clock>(
+        params: A::Params,
+        clock: C,
+    ) -> Result<RateLimiter<A, C>, crate::QuotaError> {
+        Ok(RateLimiter::from_core(
+            crate::algo::Core::with_params(params)?,
+            clock,
+        ))
+    }
+}
 
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
@@ -98,6 +149,8 @@ pub use decision::Decision;
 pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
+#[cfg(feature = "std")]
+pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 
@@ -105,3 +158,8 @@ pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of `docs/keyed.md`, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/keyed.md")]
+struct KeyedDocDoctests;

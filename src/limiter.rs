@@ -78,6 +78,12 @@ impl<A: Algo, C> RateLimiter<A, C> {
     pub(crate) fn from_core(core: Core<A>, clock: C) -> Self {
         RateLimiter { core, clock }
     }
+
+    /// The core and the clock, for limiters built on top of this one (`Leased`).
+    #[cfg(feature = "std")]
+    pub(crate) fn parts(&self) -> (&Core<A>, &C) {
+        (&self.core, &self.clock)
+    }
 }
 
 #[cfg(feature = "std")]

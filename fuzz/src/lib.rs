@@ -9,6 +9,7 @@
 //! | `fixed_window`   | the same against [`model::FixedWindowModel`]; at most `limit` per aligned window |
 //! | `sliding_window` | the same against [`model::SlidingWindowModel`]; at most `limit` in any window of length `period` |
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
+//! | `leased`         | `Leased` (up to 4 virtual threads, give-backs, thread exits) vs `MutexTokenBucket`: every admission within burst + rate × time + `max_overshoot()` over each stretch of non-decreasing readings; give-backs never above the burst; at most the burst at one instant (its own [`leased::LeasedOp`]s) |
 //! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded) = a `HashMap` of mutex twins on every decision, eviction count and `len()` (its own [`keyed::KeyedOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
@@ -23,6 +24,7 @@ use tollgate::{Decision, Quota};
 mod differential;
 pub mod invariants;
 pub mod keyed;
+pub mod leased;
 pub mod model;
 pub mod quota;
 
@@ -267,16 +269,18 @@ pub fn run(target: &str, data: &[u8]) {
         "sliding_window" => sliding_window::run(data),
         "sliding_log" => sliding_log::run(data),
         "keyed" => keyed::run(data),
+        "leased" => leased::run(data),
         _ => panic!("unknown fuzz target {target}"),
     }
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 7] = [
     "quota",
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
     "keyed",
+    "leased",
 ];

@@ -71,6 +71,11 @@ fn keyed_corpus() {
 }
 
 #[test]
+fn leased_corpus() {
+    replay("leased");
+}
+
+#[test]
 fn every_target_has_a_test_above() {
     assert_eq!(
         tollgate_fuzz::TARGETS,
@@ -80,7 +85,8 @@ fn every_target_has_a_test_above() {
             "fixed_window",
             "sliding_window",
             "sliding_log",
-            "keyed"
+            "keyed",
+            "leased"
         ]
     );
 }

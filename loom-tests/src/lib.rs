@@ -10,6 +10,7 @@
 //! - [`assert_serializable`] checks that what racing threads were answered is what some serial
 //!   order of the same calls answers.
 #![cfg(tollgate_loom)]
+#![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
@@ -18,6 +19,8 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use tollgate::{Decision, Limiter};
+
+pub mod mutants;
 
 /// The preemption bound when `LOOM_MAX_PREEMPTIONS` is not set. 2–3 threads of 1–2 operations
 /// explore in well under a second each at bound 3; unbounded, 3 × 2 does not finish.

@@ -7,11 +7,13 @@
 
 use std::time::Duration;
 
+use loom_tests::mutants::mutant;
+use loom_tests::mutants::sliding_log::{NoLock, UnvalidatedRead};
 use loom_tests::{
     admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{sliding_log::Log, Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingLog;
-use tollgate::mutants::{BrokenSlidingLog, SlidingLogFlaw};
 use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 
 use Step::{Acquire, SetClock};
@@ -114,8 +116,8 @@ fn real1(c: ManualClock) -> SlidingLog<ManualClock> {
 fn twin1(c: ManualClock) -> MutexSlidingLog<ManualClock> {
     MutexSlidingLog::with_clock(quota(1), c)
 }
-fn no_lock1(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(1), c, SlidingLogFlaw::NoLock)
+fn no_lock1(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
+    mutant(Log::params(&quota(1)).expect("valid"), c)
 }
 fn real2(c: ManualClock) -> SlidingLog<ManualClock> {
     SlidingLog::with_clock(quota(2), c)
@@ -129,11 +131,11 @@ fn twin2(c: ManualClock) -> MutexSlidingLog<ManualClock> {
 fn twin3(c: ManualClock) -> MutexSlidingLog<ManualClock> {
     MutexSlidingLog::with_clock(quota(3), c)
 }
-fn unvalidated2(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(2), c, SlidingLogFlaw::UnvalidatedRead)
+fn unvalidated2(c: ManualClock) -> RateLimiter<UnvalidatedRead, ManualClock> {
+    mutant(Log::params(&quota(2)).expect("valid"), c)
 }
-fn no_lock2(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(2), c, SlidingLogFlaw::NoLock)
+fn no_lock2(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
+    mutant(Log::params(&quota(2)).expect("valid"), c)
 }
 
 #[test]

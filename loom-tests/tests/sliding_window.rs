@@ -10,12 +10,14 @@
 
 use std::time::Duration;
 
+use loom_tests::mutants::mutant;
+use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas};
 use loom_tests::{
     admitted_units, drain, expect_caught, frozen, frozen_mixed_costs, frozen_three_units,
     frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{sliding_window::Geometry, RateLimiter};
 use tollgate::baseline::MutexSlidingWindow;
-use tollgate::mutants::{BrokenSlidingWindow, SlidingWindowFlaw};
 use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
 
 use Step::{Acquire, SetClock};
@@ -120,17 +122,20 @@ fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
 fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
     MutexSlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
-fn relaxed2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+fn geometry(limit: u64) -> Geometry {
+    Geometry::new(&quota(limit), SLOTS).expect("valid slots")
 }
-fn relaxed3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+fn relaxed2(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
+    mutant(geometry(2), c)
 }
-fn late_ring2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+fn relaxed3(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
+    mutant(geometry(3), c)
 }
-fn late_ring3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+fn late_ring2(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
+    mutant(geometry(2), c)
+}
+fn late_ring3(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
+    mutant(geometry(3), c)
 }
 
 #[test]

@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
+use loom_tests::mutants::{mutant, token_bucket::LoadStore};
 use loom_tests::{
     admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
     frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{token_bucket::Gcra, Algo, RateLimiter};
 use tollgate::baseline::MutexTokenBucket;
-use tollgate::mutants::LoadStoreTokenBucket;
 use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
 
 use Step::{Acquire, SetClock};
@@ -76,11 +77,11 @@ fn twin2(c: ManualClock) -> MutexTokenBucket<ManualClock> {
 fn twin3(c: ManualClock) -> MutexTokenBucket<ManualClock> {
     MutexTokenBucket::with_clock(quota(3), c)
 }
-fn mutant2(c: ManualClock) -> LoadStoreTokenBucket<ManualClock> {
-    LoadStoreTokenBucket::with_clock(quota(2), c)
+fn mutant2(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
+    mutant(Gcra::params(&quota(2)).expect("valid"), c)
 }
-fn mutant3(c: ManualClock) -> LoadStoreTokenBucket<ManualClock> {
-    LoadStoreTokenBucket::with_clock(quota(3), c)
+fn mutant3(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
+    mutant(Gcra::params(&quota(3)).expect("valid"), c)
 }
 
 #[test]

@@ -47,14 +47,14 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// `now_ns` in ticks, clamped at the horizon.
 #[inline]
-fn ticks(p: &GcraParams, now_ns: u64) -> u64 {
+pub fn ticks(p: &GcraParams, now_ns: u64) -> u64 {
     now_ns.min(HORIZON) * u64::from(p.scale)
 }
 
 /// An admission that moved `tat` to `new_tat` at tick `now`. The decision keeps its
 /// durations in ticks; its accessors round them to ns when asked.
 #[inline]
-fn allowed(p: &GcraParams, now: u64, new_tat: u64) -> Decision {
+pub fn allowed(p: &GcraParams, now: u64, new_tat: u64) -> Decision {
     Decision::allowed(p.tokens(now + p.capacity - new_tat), new_tat - now).in_ticks(p.scale)
 }
 
@@ -87,16 +87,17 @@ fn exceeds(p: &GcraParams, now: u64, base: u64) -> Decision {
     Decision::exceeds(remaining, base - now).in_ticks(p.scale)
 }
 
-/// The pure decision at a clock reading in ns (what the tests and the loom mutants call).
-#[cfg(any(test, tollgate_loom))]
-pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
+/// The pure decision at a clock reading in ns (the leased bucket, the tests and the loom
+/// mutants call it; the hot path calls [`decide_at`] on the ticks it already has).
+#[inline]
+pub fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
     decide_at(p, tat, ticks(p, now_ns), n)
 }
 
 /// The pure decision: state, now (in ticks, scaled and clamped), cost → decision and new
 /// state. No atomics, no clock. No division either: the decision's durations stay in ticks.
 #[inline]
-fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
+pub fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
     let base = tat.max(now);
     if p.exceeds(n) {
         return (exceeds(p, now, base), None);
@@ -115,7 +116,7 @@ fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
 /// A compare and an add: the compare-exchange loop runs this, so the window between the load
 /// and the compare-exchange stays a few instructions long.
 #[inline]
-fn admit_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Option<u64> {
+pub fn admit_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Option<u64> {
     if n == 0 || p.exceeds(n) {
         return None;
     }
@@ -155,7 +156,7 @@ fn acquire_at(tat: &AtomicU64, p: &GcraParams, now: u64, n: u64) -> Decision {
 /// The decision on a request `admit_at` refused at tick `now` (`n` > 0): above the burst, or
 /// more than the bucket holds. The same answer as [`decide_at`]'s, from its two refusing arms.
 #[inline]
-fn refused(p: &GcraParams, tat: u64, now: u64, n: u64) -> Decision {
+pub fn refused(p: &GcraParams, tat: u64, now: u64, n: u64) -> Decision {
     let base = tat.max(now);
     if p.exceeds(n) {
         exceeds(p, now, base)

@@ -1,0 +1,114 @@
+//! `Leased` against the plain `TokenBucket` and governor, one criterion group per scenario
+//! (tables in `benches/README.md`):
+//!
+//! 1. `leased-1-thread`: one thread, one limiter, every request allowed;
+//! 2. `leased-hot-key`: 1 and 2 threads on ONE shared limiter (one hot key), every request
+//!    allowed; criterion's throughput is the aggregate rate of all threads.
+//!
+//! Every subject runs on its default precise clock (tollgate's `MonotonicClock`, governor's
+//! `QuantaClock`) with 10^9 requests per second and a burst of as many, so nothing is denied.
+//! `Leased` uses leases of 64 tokens living 1 ms (cap 1024 parked tokens).
+//!
+//! Run: `cargo bench --bench leased -- --warm-up-time 1 --measurement-time 3`.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use governor::clock::QuantaClock;
+
+mod peers;
+use peers::{assert_answers, Check, Governor, Tollgate, OPEN_PER_SEC};
+use tollgate::{Lease, Leased, Quota, TokenBucket};
+
+fn bucket() -> TokenBucket {
+    TokenBucket::new(Quota::per_second(OPEN_PER_SEC).expect("valid quota"))
+}
+
+fn leased() -> Leased {
+    let lease = Lease::new(64, Duration::from_millis(1)).expect("valid lease");
+    Leased::try_new(bucket(), lease).expect("the burst holds a lease")
+}
+
+fn governor() -> Governor<QuantaClock> {
+    let per_second = NonZeroU32::new(OPEN_PER_SEC as u32).expect("non-zero");
+    Governor(governor::RateLimiter::direct_with_clock(
+        governor::Quota::per_second(per_second),
+        QuantaClock::default(),
+    ))
+}
+
+/// `threads` threads, started together, share `iters` requests to one limiter; the time is the
+/// slowest thread's, so a thread scheduled late cannot hide contention it did not meet.
+fn hot_key<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
+    let each = (iters / threads as u64).max(1);
+    let barrier = Barrier::new(threads);
+    let slowest = thread::scope(|s| {
+        let spawned: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..each {
+                        black_box(limiter.check());
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        spawned
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .max()
+            .expect("a thread")
+    });
+    slowest.mul_f64(iters as f64 / (each * threads as u64) as f64)
+}
+
+fn one_thread(c: &mut Criterion) {
+    let mut g = c.benchmark_group("leased-1-thread");
+    g.throughput(Throughput::Elements(1));
+    let l = Tollgate(leased());
+    assert_answers("Leased", &l, true);
+    g.bench_function("Leased", |b| b.iter(|| l.check()));
+    let t = Tollgate(bucket());
+    assert_answers("TokenBucket", &t, true);
+    g.bench_function("TokenBucket", |b| b.iter(|| t.check()));
+    let gov = governor();
+    assert_answers("governor", &gov, true);
+    g.bench_function("governor", |b| b.iter(|| gov.check()));
+    g.finish();
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("leased-hot-key");
+    g.throughput(Throughput::Elements(1));
+    for threads in [1, 2] {
+        let l = Tollgate(leased());
+        g.bench_function(BenchmarkId::new("Leased", threads), |b| {
+            b.iter_custom(|iters| hot_key(&l, threads, iters))
+        });
+        let t = Tollgate(bucket());
+        g.bench_function(BenchmarkId::new("TokenBucket", threads), |b| {
+            b.iter_custom(|iters| hot_key(&t, threads, iters))
+        });
+        let gov = governor();
+        g.bench_function(BenchmarkId::new("governor", threads), |b| {
+            b.iter_custom(|iters| hot_key(&gov, threads, iters))
+        });
+    }
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    one_thread(&mut c);
+    threads(&mut c);
+    c.final_summary();
+}

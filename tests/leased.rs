@@ -1,0 +1,475 @@
+//! `Leased` against its bounds: a deterministic simulation (many virtual threads, one request at
+//! a time, on a `ManualClock`, against the `MutexTokenBucket` twin) and a stress run with real
+//! threads racing. Nothing sleeps.
+//!
+//! The virtual threads and the envelope check are shared with the `leased` fuzz target.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use tollgate::baseline::MutexTokenBucket;
+use tollgate::{Clock, Lease, LeaseError, Leased, Limiter, ManualClock, Quota, TokenBucket};
+
+#[path = "../fuzz/src/leased/harness.rs"]
+mod harness;
+use harness::{Cmd, Envelope, Worker};
+
+/// A small deterministic generator (xorshift64*), so every run replays from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The bucket's own level, exactly: a cost of 0 is decided by the bucket alone.
+fn level(limiter: &Leased<ManualClock>) -> u64 {
+    limiter.try_acquire_n(0).remaining()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    quota: Quota,
+    lease: Lease,
+    threads: usize,
+    steps: usize,
+    seed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    leased: u64,
+    twin: u64,
+    requests: u64,
+    /// Admitted by the twin, denied by `Leased`.
+    spurious: u64,
+    /// Admitted by `Leased`, denied by the twin.
+    extra: u64,
+}
+
+/// Runs the seeded schedule: requests of mixed costs from random virtual threads, small
+/// advances, idle gaps past the lease's ttl, jumps of seconds, steps back, threads exiting and
+/// new ones starting, give-backs. Checks the envelope on every admission of both limiters
+/// (the twin with no slack, `Leased` with `max_overshoot()`).
+fn simulate(s: Setup) -> Tally {
+    let clock = ManualClock::new();
+    let limiter = Arc::new(Leased::new(
+        TokenBucket::with_clock(s.quota, clock.clone()),
+        s.lease,
+    ));
+    let twin = MutexTokenBucket::with_clock(s.quota, clock.clone());
+    let x = limiter.max_overshoot();
+    let mut leased_env = Envelope::new(&s.quota, x);
+    let mut twin_env = Envelope::new(&s.quota, 0);
+    let mut rng = Rng(s.seed | 1);
+    let mut workers: Vec<Worker> = (0..s.threads)
+        .map(|_| Worker::spawn(limiter.clone()))
+        .collect();
+    let ttl = duration_ns(s.lease.ttl());
+    let bypass = s.lease.bypass_above();
+    let mut tally = Tally::default();
+    for step in 0..s.steps {
+        let now = clock.now_nanos();
+        match rng.below(100) {
+            0..=69 => {
+                let n = match rng.below(20) {
+                    0 => 0,
+                    1..=2 => 2 + rng.below(bypass.max(2) - 1),
+                    3 => bypass + 1 + rng.below(s.quota.burst()),
+                    _ => 1,
+                };
+                let w = rng.below(workers.len() as u64) as usize;
+                let (got, _) = workers[w].run(Cmd::Acquire(n));
+                let exact = twin.try_acquire_n(n);
+                tally.requests += 1;
+                if got.is_allowed() && n > 0 {
+                    tally.leased += n;
+                    leased_env
+                        .admit(now, n)
+                        .unwrap_or_else(|e| panic!("Leased, step {step}, seed {}: {e}", s.seed));
+                }
+                if exact.is_allowed() && n > 0 {
+                    tally.twin += n;
+                    twin_env
+                        .admit(now, n)
+                        .unwrap_or_else(|e| panic!("twin, step {step}, seed {}: {e}", s.seed));
+                }
+                match (got.is_allowed(), exact.is_allowed()) {
+                    (false, true) => tally.spurious += 1,
+                    (true, false) => tally.extra += 1,
+                    _ => {}
+                }
+                // A cost the bucket can never hold is refused the same way by both.
+                assert_eq!(got.exceeds_capacity(), exact.exceeds_capacity());
+            }
+            70..=84 => clock.advance(Duration::from_nanos(rng.below(ttl / 4 + 2))),
+            85..=88 => clock.advance(Duration::from_nanos(ttl + rng.below(4 * ttl))),
+            89 => clock.advance(Duration::from_secs(1 + rng.below(3))),
+            90..=91 => clock.set(Duration::from_nanos(now.saturating_sub(rng.below(2 * ttl)))),
+            92..=94 => {
+                let w = rng.below(workers.len() as u64) as usize;
+                let old = workers.swap_remove(w);
+                old.exit();
+                workers.push(Worker::spawn(limiter.clone()));
+            }
+            _ => {
+                let w = rng.below(workers.len() as u64) as usize;
+                let (bucket, credited) = workers[w].run(Cmd::GiveBack);
+                // Never above the burst: what was credited fit in what the bucket missed.
+                assert!(bucket.remaining() + credited <= s.quota.burst());
+            }
+        }
+    }
+    for w in workers {
+        w.exit();
+    }
+    tally
+}
+
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap()
+}
+
+fn setups() -> Vec<Setup> {
+    let mut all = Vec::new();
+    let configs = [
+        // (limit/s, burst, lease, ttl µs, cap, clock every)
+        (1_000, 50, 8, 1_000, 32, 8),
+        (100_000, 500, 16, 200, 64, 1),
+        (10, 10, 4, 50_000, 4, 3),
+        (1_000_000, 2_000, 64, 100, 1_024, 8),
+    ];
+    for (i, &(limit, burst, tokens, ttl_us, cap, every)) in configs.iter().enumerate() {
+        let quota = Quota::per_second(limit).unwrap().with_burst(burst).unwrap();
+        let lease = Lease::new(tokens, Duration::from_micros(ttl_us))
+            .unwrap()
+            .with_max_parked(cap)
+            .unwrap()
+            .with_clock_every(every)
+            .unwrap();
+        for seed in 0..3u64 {
+            all.push(Setup {
+                quota,
+                lease,
+                threads: 4 + 4 * i,
+                steps: 6_000,
+                seed: 0x9e37_79b9 * (seed + 1) + i as u64,
+            });
+        }
+    }
+    all
+}
+
+#[test]
+fn every_admission_stays_in_the_envelope_against_the_twin() {
+    let mut requests = 0;
+    let mut spurious = 0;
+    for s in setups() {
+        let t = simulate(s);
+        assert!(
+            t.leased > 0 && t.twin > 0,
+            "the schedule admitted nothing: {t:?}"
+        );
+        requests += t.requests;
+        spurious += t.spurious;
+        println!(
+            "limit {}/s burst {} lease {} cap {} threads {}: leased {} twin {}, spurious \
+             denials {} and extra admissions {} of {} requests",
+            s.quota.limit(),
+            s.quota.burst(),
+            s.lease.max_tokens(),
+            s.lease.max_parked(),
+            s.threads,
+            t.leased,
+            t.twin,
+            t.spurious,
+            t.extra,
+            t.requests
+        );
+    }
+    println!(
+        "spurious denials: {spurious} of {requests} requests ({:.3} %)",
+        100.0 * spurious as f64 / requests as f64
+    );
+}
+
+#[test]
+fn the_envelope_check_catches_an_excess() {
+    // The checker itself: at one instant the burst passes, one more does not.
+    let quota = Quota::per_second(10).unwrap();
+    let mut env = Envelope::new(&quota, 2);
+    for _ in 0..12 {
+        env.admit(5, 1).unwrap();
+    }
+    assert!(env.admit(5, 1).is_err());
+    // A step back starts afresh; a second later ten more fit again.
+    let mut env = Envelope::new(&quota, 0);
+    env.admit(0, 10).unwrap();
+    assert!(env.admit(999_999_999, 10).is_err());
+    let mut env = Envelope::new(&quota, 0);
+    env.admit(0, 10).unwrap();
+    env.admit(1_000_000_000, 10).unwrap();
+}
+
+#[test]
+fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(3));
+    let quota = Quota::per_second(100).unwrap().with_burst(37).unwrap();
+    let lease = Lease::new(8, Duration::from_secs(1)).unwrap();
+    let limiter = Arc::new(Leased::new(
+        TokenBucket::with_clock(quota, clock.clone()),
+        lease,
+    ));
+    let workers: Vec<Worker> = (0..9).map(|_| Worker::spawn(limiter.clone())).collect();
+    let mut admitted = 0;
+    // Round robin until every thread is denied: each leftover lease is spent or given back.
+    let mut denied = vec![false; workers.len()];
+    while denied.iter().any(|d| !d) {
+        for (i, w) in workers.iter().enumerate() {
+            let (d, _) = w.run(Cmd::Acquire(1));
+            if d.is_allowed() {
+                admitted += 1;
+            } else {
+                denied[i] = true;
+            }
+        }
+    }
+    assert_eq!(admitted, 37);
+    assert_eq!(level(&limiter), 0);
+    for w in workers {
+        w.exit();
+    }
+}
+
+#[test]
+fn exiting_threads_give_their_leases_back() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1_000).unwrap();
+    let lease = Lease::new(32, Duration::from_secs(1)).unwrap();
+    let limiter = Arc::new(Leased::new(
+        TokenBucket::with_clock(quota, clock.clone()),
+        lease,
+    ));
+    let workers: Vec<Worker> = (0..4).map(|_| Worker::spawn(limiter.clone())).collect();
+    let mut admitted = 0;
+    for w in &workers {
+        for _ in 0..10 {
+            assert!(w.run(Cmd::Acquire(1)).0.is_allowed());
+            admitted += 1;
+        }
+    }
+    // Leases of 1, 2, 4, 8 and 16 tokens: some are parked in each thread.
+    assert!(level(&limiter) < 1_000 - admitted);
+    for w in workers {
+        w.exit();
+    }
+    // Conservation at a frozen instant: bucket + admitted = burst, nothing lost.
+    assert_eq!(level(&limiter) + admitted, 1_000);
+}
+
+#[test]
+fn an_empty_bucket_admits_nothing_through_leases() {
+    // The regression test of batched consumption (one extra per batch): from empty, with
+    // many threads and many calls each, nothing passes.
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(64).unwrap();
+    let lease = Lease::new(16, Duration::from_secs(1)).unwrap();
+    let limiter = Arc::new(Leased::new(
+        TokenBucket::with_clock(quota, clock.clone()),
+        lease,
+    ));
+    assert!(limiter.try_acquire_n(64).is_allowed()); // drained, on the exact path
+    let passed: u64 = thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..1_000)
+                        .filter(|_| limiter.try_acquire().is_allowed())
+                        .count() as u64
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(passed, 0);
+}
+
+#[test]
+fn leases_grow_with_demand_and_shrink_as_the_bucket_empties() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1_000).unwrap();
+    let lease = Lease::new(64, Duration::from_secs(1)).unwrap();
+    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    // Demand doubles: leases of 1, 2, 4, 8, 16, 32, 64 (127 tokens) for 127 requests.
+    for _ in 0..127 {
+        assert!(limiter.try_acquire().is_allowed());
+    }
+    assert_eq!(level(&limiter), 1_000 - 127);
+    assert!(limiter.try_acquire().is_allowed()); // the next lease: 64 more out of the bucket
+    assert_eq!(level(&limiter), 1_000 - 127 - 64);
+    // Drain the rest: the last grants are single tokens, and the total is the burst.
+    let mut admitted = 128;
+    while limiter.try_acquire().is_allowed() {
+        admitted += 1;
+    }
+    assert_eq!(admitted, 1_000);
+}
+
+#[test]
+fn large_costs_bypass_the_lease() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(100).unwrap();
+    let lease = Lease::new(16, Duration::from_secs(1)).unwrap();
+    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    let d = limiter.try_acquire_n(9); // above bypass_above() = 8: exact
+    assert!(d.is_allowed());
+    assert_eq!(d.remaining(), 91);
+    assert_eq!(level(&limiter), 91);
+    let d = limiter.try_acquire_n(101);
+    assert!(d.exceeds_capacity() && !d.is_allowed());
+}
+
+#[test]
+fn an_expired_lease_goes_back_and_a_step_back_ends_it() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1_000).unwrap();
+    let lease = Lease::new(16, Duration::from_millis(1))
+        .unwrap()
+        .with_clock_every(1)
+        .unwrap();
+    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    clock.set(Duration::from_secs(10));
+    for _ in 0..4 {
+        assert!(limiter.try_acquire().is_allowed()); // leases of 1, 2, then 4 (3 left)
+    }
+    assert_eq!(level(&limiter), 1_000 - 7);
+    // Past the ttl the next request gives the 3 back and takes a fresh lease sized by the
+    // demand on the last one (1 spent, so 2 tokens: 1 spent now, 1 parked).
+    clock.advance(Duration::from_millis(1));
+    assert!(limiter.try_acquire().is_allowed());
+    // Refill in 1 ms: 1 token. Bucket: 993 + 1 (refill) + 3 (back) − 2 (new lease).
+    assert_eq!(level(&limiter), 995);
+    // The clock steps back 5 s: the lease is not spent from at a reading before its grant;
+    // it goes back, and the bucket, as it was 5 s earlier, has nothing to give.
+    clock.set(Duration::from_secs(5));
+    assert!(!limiter.try_acquire().is_allowed());
+    assert_eq!(
+        limiter.give_back(),
+        0,
+        "the step back already returned the lease"
+    );
+    clock.set(Duration::from_secs(11));
+    assert_eq!(level(&limiter), 1_000);
+}
+
+#[test]
+fn a_give_back_to_a_full_bucket_is_lost_not_credited() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap();
+    let lease = Lease::new(8, Duration::from_secs(10)).unwrap();
+    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    for _ in 0..2 {
+        assert!(limiter.try_acquire().is_allowed()); // leases of 1, then 2: 1 parked
+    }
+    clock.advance(Duration::from_secs(1)); // the bucket refills to its burst
+    assert_eq!(limiter.give_back(), 0);
+    assert_eq!(level(&limiter), 10);
+}
+
+#[test]
+fn lease_errors_are_typed() {
+    assert_eq!(
+        Lease::new(0, Duration::from_secs(1)),
+        Err(LeaseError::ZeroTokens)
+    );
+    assert_eq!(Lease::new(1, Duration::ZERO), Err(LeaseError::ZeroTtl));
+    let lease = Lease::new(8, Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        lease.with_max_parked(7),
+        Err(LeaseError::CapBelowLease {
+            max_parked: 7,
+            max_tokens: 8
+        })
+    );
+    assert_eq!(lease.with_clock_every(0), Err(LeaseError::ZeroClockEvery));
+    let bucket = TokenBucket::with_clock(Quota::per_second(5).unwrap(), ManualClock::new());
+    assert_eq!(
+        Leased::try_new(bucket, lease).err(),
+        Some(LeaseError::LeaseAboveBurst {
+            max_tokens: 8,
+            burst: 5
+        })
+    );
+    // The extreme settings are accepted and never overflow.
+    let huge = Lease::new(u64::MAX, Duration::MAX).unwrap();
+    assert_eq!(huge.max_parked(), u64::MAX);
+    let bucket = TokenBucket::with_clock(Quota::per_second(5).unwrap(), ManualClock::new());
+    let limiter = Leased::new(bucket, huge);
+    assert_eq!(limiter.lease().max_tokens(), 5);
+    assert_eq!(
+        (0..10)
+            .filter(|_| limiter.try_acquire().is_allowed())
+            .count(),
+        5
+    );
+}
+
+/// Real threads racing on one hot key while one of them moves the clock: the total admitted
+/// never exceeds `burst + rate × elapsed + max_overshoot()`. Prints the measured extra.
+#[test]
+fn racing_threads_stay_within_the_bound() {
+    const THREADS: usize = 4;
+    const CALLS: u64 = 100_000;
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10_000_000)
+        .unwrap()
+        .with_burst(5_000)
+        .unwrap();
+    let lease = Lease::new(64, Duration::from_micros(20))
+        .unwrap()
+        .with_max_parked(512)
+        .unwrap();
+    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    let barrier = Barrier::new(THREADS);
+    let admitted: u64 = thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (limiter, clock, barrier) = (&limiter, &clock, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut passed = 0;
+                    for i in 0..CALLS {
+                        // Thread 0 is also the clock: 100 ns every 8 of its calls.
+                        if t == 0 && i % 8 == 0 {
+                            clock.advance(Duration::from_nanos(100));
+                        }
+                        passed += u64::from(limiter.try_acquire().is_allowed());
+                    }
+                    passed
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    let elapsed = clock.now_nanos();
+    let exact = quota.burst() + elapsed * quota.limit() / 1_000_000_000;
+    let bound = exact + limiter.max_overshoot();
+    println!(
+        "stress: {THREADS} threads × {CALLS}: admitted {admitted}, exact bound {exact}, \
+         extra {} (max_overshoot {})",
+        admitted.saturating_sub(exact),
+        limiter.max_overshoot()
+    );
+    assert!(admitted <= bound, "admitted {admitted} > bound {bound}");
+    // The limit binds: the offered load is far above it.
+    assert!(admitted + limiter.max_overshoot() >= exact / 2);
+}
