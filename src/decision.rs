@@ -11,6 +11,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use crate::clock::duration_to_nanos;
 use crate::quota::HORIZON;
 
 const ALLOWED: u64 = 1 << 63;
@@ -83,6 +84,40 @@ impl Decision {
             flags: EXCEEDS | remaining,
             retry: NO_RETRY,
             reset: reset_ns,
+        }
+    }
+
+    /// A decision from its parts, for a limiter kept outside this crate (one on a shared
+    /// store, say) that answers with the same semantics. `remaining` is capped at 2^62 - 1;
+    /// `retry_after` is dropped for an allowed decision or one that exceeds capacity, and
+    /// saturates just below `u64::MAX` ns.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Decision;
+    /// let d = Decision::from_parts(false, 0, Some(Duration::from_millis(5)), Duration::from_secs(1), false);
+    /// assert!(!d.is_allowed() && !d.exceeds_capacity());
+    /// assert_eq!((d.remaining(), d.retry_after()), (0, Some(Duration::from_millis(5))));
+    /// assert_eq!(d.reset_after(), Duration::from_secs(1));
+    /// ```
+    pub fn from_parts(
+        allowed: bool,
+        remaining: u64,
+        retry_after: Option<Duration>,
+        reset_after: Duration,
+        exceeds_capacity: bool,
+    ) -> Decision {
+        let retry = match retry_after {
+            Some(d) if !allowed && !exceeds_capacity => duration_to_nanos(d).min(NO_RETRY - 1),
+            _ => NO_RETRY,
+        };
+        let flags = remaining.min(REMAINING)
+            | if allowed { ALLOWED } else { 0 }
+            | if exceeds_capacity { EXCEEDS } else { 0 };
+        Decision {
+            flags,
+            retry,
+            reset: duration_to_nanos(reset_after),
         }
     }
 
