@@ -7,105 +7,18 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
-use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, Limiter, ManualClock, Quota, SlidingLog,
-    SlidingWindow, TokenBucket,
-};
-use tollgate_redis::{BlockingRedisLimiter, RedisLimiter};
+use common::{admitted, all, both, RedisServer, Rng};
+use tollgate::{Algorithm, Clock, Limiter, ManualClock, Quota};
+use tollgate_redis::Target;
 
 const NS: Duration = Duration::from_nanos(1);
-
-/// The in-process limiter and the Redis one on the same clock; every call goes to both.
-struct Both {
-    name: String,
-    local: Box<dyn Limiter>,
-    remote: BlockingRedisLimiter,
-    key: Vec<u8>,
-    calls: std::sync::atomic::AtomicU64,
-}
-
-impl Limiter for Both {
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        let local = self.local.try_acquire_n(n);
-        let remote = self
-            .remote
-            .try_acquire_n(&self.key, n)
-            .unwrap_or_else(|e| panic!("{}: Redis failed: {e}", self.name));
-        let call = self
-            .calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(
-            remote, local,
-            "{}: call {call}, n = {n}: Redis (left) and in-process (right) differ",
-            self.name
-        );
-        local
-    }
-}
-
-fn both(server: &RedisServer, algorithm: Algorithm, quota: Quota, clock: &ManualClock) -> Both {
-    let local: Box<dyn Limiter> = match algorithm {
-        Algorithm::TokenBucket => Box::new(TokenBucket::with_clock(quota, clock.clone())),
-        Algorithm::FixedWindow => Box::new(FixedWindow::with_clock(quota, clock.clone())),
-        Algorithm::SlidingWindow => Box::new(SlidingWindow::with_clock(quota, clock.clone())),
-        Algorithm::SlidingLog => Box::new(SlidingLog::with_clock(quota, clock.clone())),
-    };
-    let builder = RedisLimiter::builder(server.url(), algorithm, quota)
-        .test_clock(clock.clone())
-        .deny_cache(0)
-        .timeout(Duration::from_secs(5));
-    let remote = BlockingRedisLimiter::build(builder).expect("build the Redis limiter");
-    Both {
-        name: format!("{algorithm:?} {quota:?}"),
-        local,
-        remote,
-        key: format!("{algorithm:?}/{quota:?}/{}", rand_suffix()).into_bytes(),
-        calls: Default::default(),
-    }
-}
-
-/// A fresh key per subject, so subjects never share state on the one server.
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-fn all(server: &RedisServer, quota: Quota) -> Vec<(Both, ManualClock)> {
-    Algorithm::ALL
-        .iter()
-        .map(|&a| {
-            let clock = ManualClock::new();
-            (both(server, a, quota, &clock), clock)
-        })
-        .collect()
-}
-
-fn admitted(limiter: &dyn Limiter, n: u64) -> u64 {
-    (0..n)
-        .filter(|_| limiter.try_acquire().is_allowed())
-        .count() as u64
-}
-
-/// SplitMix64: reproducible streams.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 /// Long random streams (advances, steps back, jumps, costs of every size, 0 and u64::MAX):
 /// identical decisions on every call, for every algorithm and a spread of quotas.
 #[test]
 fn random_streams_decide_identically() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let quotas = [
         Quota::per_second(5).unwrap(),
         Quota::new(3, Duration::from_secs(7))
@@ -117,31 +30,7 @@ fn random_streams_decide_identically() {
         Quota::new(100, Duration::from_millis(10)).unwrap(),
         Quota::per_hour(50_000).unwrap(),
     ];
-    for (qi, quota) in quotas.into_iter().enumerate() {
-        for algorithm in Algorithm::ALL {
-            let mut rng = Rng(qi as u64 * 31 + algorithm as u64);
-            let clock = ManualClock::new();
-            let s = both(&server, algorithm, quota, &clock);
-            let period = quota.period().as_nanos() as u64;
-            for _ in 0..500 {
-                match rng.below(10) {
-                    0..=4 => clock.advance(Duration::from_nanos(rng.below(period / 2 + 2))),
-                    5 => clock.set(Duration::from_nanos(
-                        clock.now_nanos().saturating_sub(rng.below(period * 2)),
-                    )),
-                    6 => clock.advance(Duration::from_nanos(rng.below(period * 20))),
-                    _ => {}
-                }
-                let n = match rng.below(8) {
-                    0 => 0,
-                    1 => rng.below(quota.limit() * 2 + 2),
-                    2 => u64::MAX - rng.below(3),
-                    _ => 1,
-                };
-                let _ = s.try_acquire_n(n);
-            }
-        }
-    }
+    common::random_streams(&target, &quotas, 500);
 }
 
 /// decisions.rs: whenever a request is denied with `retry_after = r`, it is still denied at
@@ -149,6 +38,7 @@ fn random_streams_decide_identically() {
 #[test]
 fn retrying_after_exactly_retry_after_passes() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let quotas = [
         Quota::per_second(5).unwrap(),
         Quota::new(3, Duration::from_secs(7)).unwrap(),
@@ -161,7 +51,7 @@ fn retrying_after_exactly_retry_after_passes() {
     ];
     let mut rng = Rng(7);
     for quota in quotas {
-        for (s, clock) in all(&server, quota) {
+        for (s, clock) in all(&target, quota) {
             let capacity = if s.name.starts_with("TokenBucket") {
                 quota.burst()
             } else {
@@ -198,9 +88,10 @@ fn retrying_after_exactly_retry_after_passes() {
 #[test]
 fn reset_after_is_when_capacity_is_full_again() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let quota = Quota::new(6, Duration::from_millis(900)).unwrap();
     let mut rng = Rng(11);
-    for (s, clock) in all(&server, quota) {
+    for (s, clock) in all(&target, quota) {
         for _ in 0..80 {
             clock.advance(Duration::from_nanos(rng.below(400_000_000)));
             let reset = s.try_acquire_n(1 + rng.below(3)).reset_after();
@@ -224,14 +115,15 @@ fn reset_after_is_when_capacity_is_full_again() {
 #[test]
 fn remaining_zero_cost_and_costs_above_capacity() {
     let server = RedisServer::start();
-    for (s, _) in all(&server, Quota::per_second(4).unwrap()) {
+    let target = Target::from(server.url());
+    for (s, _) in all(&target, Quota::per_second(4).unwrap()) {
         let got: Vec<u64> = (0..6).map(|_| s.try_acquire().remaining()).collect();
         assert_eq!(got, [3, 2, 1, 0, 0, 0], "{}", s.name);
         let d = s.try_acquire_n(0);
         assert!(d.is_allowed() && d.remaining() == 0, "{}", s.name);
     }
     let quota = Quota::per_second(10).unwrap().with_burst(8).unwrap();
-    for (s, _) in all(&server, quota) {
+    for (s, _) in all(&target, quota) {
         let capacity = if s.name.starts_with("TokenBucket") {
             8
         } else {
@@ -259,7 +151,8 @@ fn remaining_zero_cost_and_costs_above_capacity() {
 #[test]
 fn a_clock_stepping_back_mints_nothing() {
     let server = RedisServer::start();
-    for (s, clock) in all(&server, Quota::per_second(5).unwrap()) {
+    let target = Target::from(server.url());
+    for (s, clock) in all(&target, Quota::per_second(5).unwrap()) {
         clock.set(Duration::from_secs(10));
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);
         for back in [
@@ -279,9 +172,10 @@ fn a_clock_stepping_back_mints_nothing() {
 #[test]
 fn three_per_seven_seconds_is_exact() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let clock = ManualClock::new();
     let quota = Quota::new(3, Duration::from_secs(7)).unwrap();
-    let s = both(&server, Algorithm::TokenBucket, quota, &clock);
+    let s = both(&target, Algorithm::TokenBucket, quota, &clock);
     assert_eq!(admitted(&s, 10), 3);
     for k in 1..=2_000u64 {
         clock.set(Duration::from_secs(7 * k));
@@ -300,12 +194,13 @@ fn three_per_seven_seconds_is_exact() {
 #[test]
 fn seed_behaviours() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let free = Quota::per_second(5).unwrap();
-    for (s, _) in all(&server, free) {
+    for (s, _) in all(&target, free) {
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);
     }
     let clock = ManualClock::new();
-    let s = both(&server, Algorithm::TokenBucket, free, &clock);
+    let s = both(&target, Algorithm::TokenBucket, free, &clock);
     assert_eq!(admitted(&s, 10), 5);
     clock.advance(Duration::from_millis(199));
     assert_eq!(admitted(&s, 10), 0);
@@ -313,9 +208,9 @@ fn seed_behaviours() {
     assert_eq!(admitted(&s, 10), 1);
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new();
-        let alice = both(&server, algorithm, free, &clock);
-        let bob = both(&server, algorithm, free, &clock);
-        let carol = both(&server, algorithm, Quota::per_second(50).unwrap(), &clock);
+        let alice = both(&target, algorithm, free, &clock);
+        let bob = both(&target, algorithm, free, &clock);
+        let carol = both(&target, algorithm, Quota::per_second(50).unwrap(), &clock);
         assert_eq!(admitted(&alice, 10), 5);
         assert_eq!(
             admitted(&bob, 10),
@@ -331,9 +226,10 @@ fn seed_behaviours() {
 #[test]
 fn same_instant_admissions_never_collapse() {
     let server = RedisServer::start();
+    let target = Target::from(server.url());
     let clock = ManualClock::new();
     let s = both(
-        &server,
+        &target,
         Algorithm::SlidingLog,
         Quota::per_second(100).unwrap(),
         &clock,

@@ -7,6 +7,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tollgate::{
+    Algorithm, Clock, Decision, FixedWindow, Limiter, ManualClock, Quota, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+use tollgate_redis::{BlockingRedisLimiter, RedisLimiter, Target};
+
 /// The message when the servers are not installed: the tests never skip silently.
 const MISSING: &str = "redis-server and redis-cli are needed on PATH for these tests: \
                        run `bash scripts/test.sh`, which installs them";
@@ -229,5 +235,120 @@ impl RedisCluster {
             .iter()
             .map(|n| n.cli(&["DBSIZE"]).trim().parse().unwrap_or(0))
             .collect()
+    }
+}
+
+/// The in-process limiter and the Redis one on the same clock; every call goes to both.
+pub struct Both {
+    pub name: String,
+    local: Box<dyn Limiter>,
+    remote: BlockingRedisLimiter,
+    pub key: Vec<u8>,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl Limiter for Both {
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        let local = self.local.try_acquire_n(n);
+        let remote = self
+            .remote
+            .try_acquire_n(&self.key, n)
+            .unwrap_or_else(|e| panic!("{}: Redis failed: {e}", self.name));
+        let call = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            remote, local,
+            "{}: call {call}, n = {n}: Redis (left) and in-process (right) differ",
+            self.name
+        );
+        local
+    }
+}
+
+pub fn both(target: &Target, algorithm: Algorithm, quota: Quota, clock: &ManualClock) -> Both {
+    let local: Box<dyn Limiter> = match algorithm {
+        Algorithm::TokenBucket => Box::new(TokenBucket::with_clock(quota, clock.clone())),
+        Algorithm::FixedWindow => Box::new(FixedWindow::with_clock(quota, clock.clone())),
+        Algorithm::SlidingWindow => Box::new(SlidingWindow::with_clock(quota, clock.clone())),
+        Algorithm::SlidingLog => Box::new(SlidingLog::with_clock(quota, clock.clone())),
+    };
+    let builder = RedisLimiter::builder(target.clone(), algorithm, quota)
+        .test_clock(clock.clone())
+        .deny_cache(0)
+        .timeout(Duration::from_secs(5));
+    let remote = BlockingRedisLimiter::build(builder).expect("build the Redis limiter");
+    Both {
+        name: format!("{algorithm:?} {quota:?}"),
+        local,
+        remote,
+        key: format!("{algorithm:?}/{quota:?}/{}", rand_suffix()).into_bytes(),
+        calls: Default::default(),
+    }
+}
+
+/// A fresh key per subject, so subjects never share state on the one server.
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn all(target: &Target, quota: Quota) -> Vec<(Both, ManualClock)> {
+    Algorithm::ALL
+        .iter()
+        .map(|&a| {
+            let clock = ManualClock::new();
+            (both(target, a, quota, &clock), clock)
+        })
+        .collect()
+}
+
+pub fn admitted(limiter: &dyn Limiter, n: u64) -> u64 {
+    (0..n)
+        .filter(|_| limiter.try_acquire().is_allowed())
+        .count() as u64
+}
+
+/// SplitMix64: reproducible streams.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Long random streams (advances, steps back, jumps, costs of every size, 0 and u64::MAX)
+/// on every algorithm and each quota: `Both` asserts identical decisions on every call.
+pub fn random_streams(target: &Target, quotas: &[Quota], steps: usize) {
+    for (qi, &quota) in quotas.iter().enumerate() {
+        for algorithm in Algorithm::ALL {
+            let mut rng = Rng(qi as u64 * 31 + algorithm as u64);
+            let clock = ManualClock::new();
+            let s = both(target, algorithm, quota, &clock);
+            let period = quota.period().as_nanos() as u64;
+            for _ in 0..steps {
+                match rng.below(10) {
+                    0..=4 => clock.advance(Duration::from_nanos(rng.below(period / 2 + 2))),
+                    5 => clock.set(Duration::from_nanos(
+                        clock.now_nanos().saturating_sub(rng.below(period * 2)),
+                    )),
+                    6 => clock.advance(Duration::from_nanos(rng.below(period * 20))),
+                    _ => {}
+                }
+                let n = match rng.below(8) {
+                    0 => 0,
+                    1 => rng.below(quota.limit() * 2 + 2),
+                    2 => u64::MAX - rng.below(3),
+                    _ => 1,
+                };
+                let _ = s.try_acquire_n(n);
+            }
+        }
     }
 }
