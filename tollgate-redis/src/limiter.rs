@@ -683,25 +683,11 @@ impl RedisLimiter {
         &self,
         batch: impl IntoIterator<Item = (K, u64)>,
     ) -> Vec<Result<Decision, Error>> {
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut count = 0;
-        for (i, (key, n)) in batch.into_iter().enumerate() {
-            let this = self.clone();
-            let key = key.as_ref().to_vec();
-            tasks.spawn(async move { (i, this.try_acquire_n(key, n).await) });
-            count += 1;
-        }
-        let mut out: Vec<Option<Result<Decision, Error>>> = (0..count).map(|_| None).collect();
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok((i, r)) = joined {
-                out[i] = Some(r);
-            }
-        }
-        out.into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| Err(Error::BadReply("the call's task was cancelled".into())))
-            })
-            .collect()
+        let calls: Vec<_> = batch
+            .into_iter()
+            .map(|(key, n)| async move { self.try_acquire_n(key, n).await })
+            .collect();
+        join_in_order(calls).await
     }
 
     /// Asks for `n` units for `key` and never fails: when Redis cannot answer, the failure
@@ -905,6 +891,31 @@ impl RedisLimiter {
         let reply = self.with_deadline(call).await??;
         decision(&reply, inner.unit)
     }
+}
+
+/// Runs `calls` together, first polled in order (so on one connection they are sent, and run
+/// by Redis, in that order); their outputs in the same order.
+async fn join_in_order<F: std::future::Future>(calls: Vec<F>) -> Vec<F::Output> {
+    let mut calls: Vec<_> = calls.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = calls.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (call, slot) in calls.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match call.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
 }
 
 /// `head` followed by every argument of `args`.
