@@ -758,6 +758,25 @@ impl RedisLimiter {
             .map_err(classify)
     }
 
+    /// Sends a bare `PING` on the limiter's connection, within its deadline: a readiness
+    /// probe, and the round trip the scripts' cost is measured against.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] or [`Error::Connection`].
+    ///
+    /// ```no_run
+    /// # async fn f(l: tollgate_redis::RedisLimiter) -> Result<(), tollgate_redis::Error> {
+    /// l.ping().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn ping(&self) -> Result<(), Error> {
+        let cmd = redis::cmd("PING");
+        self.with_deadline(self.inner.conn.query(&cmd))
+            .await?
+            .map(drop)
+            .map_err(classify)
+    }
+
     /// Counts of answers by source so far.
     ///
     /// ```no_run

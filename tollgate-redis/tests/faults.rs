@@ -139,6 +139,7 @@ async fn a_killed_server_is_reconnected_and_only_the_policy_admits_meanwhile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushed_scripts_are_reloaded_transparently() {
     let server = RedisServer::start();
+    server.cli(&["CONFIG", "RESETSTAT"]);
     for algorithm in Algorithm::ALL {
         let l = RedisLimiter::builder(server.url(), algorithm, Quota::per_second(10).unwrap())
             .timeout(Duration::from_secs(2))
@@ -152,6 +153,25 @@ async fn flushed_scripts_are_reloaded_transparently() {
         assert_eq!(d.remaining(), 8, "{algorithm:?}");
         let loaded = server.cli(&["INFO", "memory"]);
         assert!(loaded.contains("number_of_cached_scripts:1"), "{loaded}");
+        // One EVAL to reload, then EVALSHA again: the body is not sent on every call.
+        for _ in 0..5 {
+            l.try_acquire("k").await.unwrap();
+        }
+        let stats = server.cli(&["INFO", "commandstats"]);
+        let calls = |cmd: &str| {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u32>().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            (calls("eval"), calls("evalsha")),
+            (1, 7),
+            "{algorithm:?}: {stats}"
+        );
+        server.cli(&["CONFIG", "RESETSTAT"]);
         server.cli(&["FLUSHALL"]);
     }
 }

@@ -1,0 +1,174 @@
+//! Criterion: checks per second on a loopback redis-server this bench starts, one hot key.
+//! One group per scenario; in each, a bare `PING` on the limiter's connection and the
+//! naive client-side `GET` + `INCR` fixed window run beside the script, in the same run.
+//!
+//! `cargo bench -p tollgate-redis --bench redis -- --warm-up-time 1 --measurement-time 3`
+//! (latency percentiles: `cargo run --release -p tollgate-redis --example redis_latency`).
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use redis::aio::ConnectionManager;
+use tokio::runtime::Runtime;
+use tollgate::{Algorithm, Quota};
+use tollgate_redis::RedisLimiter;
+
+struct Setup {
+    _server: common::RedisServer,
+    runtime: Runtime,
+    roomy: RedisLimiter,
+    naive: ConnectionManager,
+    cached: RedisLimiter,
+    uncached: RedisLimiter,
+}
+
+fn setup() -> Setup {
+    let server = common::RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = server.url();
+    let (roomy, naive, cached, uncached) = runtime.block_on(async {
+        let build = |q: Quota, cache: usize| {
+            RedisLimiter::builder(url.as_str(), Algorithm::TokenBucket, q)
+                .timeout(Duration::from_secs(1))
+                .deny_cache(cache)
+                .build()
+        };
+        let roomy = build(Quota::per_second(1_000_000).unwrap(), 0)
+            .await
+            .unwrap();
+        let cached = build(Quota::per_hour(1).unwrap(), 10_000).await.unwrap();
+        let uncached = build(Quota::per_hour(1).unwrap(), 0).await.unwrap();
+        let _ = cached.try_acquire("denied").await.unwrap();
+        let naive = ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
+            .await
+            .unwrap();
+        (roomy, naive, cached, uncached)
+    });
+    Setup {
+        _server: server,
+        runtime,
+        roomy,
+        naive,
+        cached,
+        uncached,
+    }
+}
+
+/// `iters` calls of `f` split over `callers` concurrent tasks; the wall time.
+fn timed<F, Fut>(rt: &Runtime, iters: u64, callers: u64, f: F) -> Duration
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let f = Arc::new(f);
+    rt.block_on(async {
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..callers)
+            .map(|c| {
+                let f = f.clone();
+                let share = iters / callers + u64::from(c < iters % callers);
+                tokio::spawn(async move {
+                    for _ in 0..share {
+                        f().await;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        start.elapsed()
+    })
+}
+
+async fn naive_fixed_window(mut conn: ConnectionManager) {
+    let count: Option<u64> = redis::cmd("GET")
+        .arg("naive")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if count.unwrap_or(0) < u64::MAX {
+        let _: (u64, bool) = redis::pipe()
+            .cmd("INCR")
+            .arg("naive")
+            .cmd("EXPIRE")
+            .arg("naive")
+            .arg(60)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
+    let mut g = c.benchmark_group(group);
+    g.throughput(Throughput::Elements(1));
+    let l = s.roomy.clone();
+    g.bench_function("ping", |b| {
+        b.iter_custom(|iters| {
+            let l = l.clone();
+            timed(&s.runtime, iters, callers, move || {
+                let l = l.clone();
+                async move { l.ping().await.unwrap() }
+            })
+        })
+    });
+    let l = s.roomy.clone();
+    g.bench_function("token_bucket_script", |b| {
+        b.iter_custom(|iters| {
+            let l = l.clone();
+            timed(&s.runtime, iters, callers, move || {
+                let l = l.clone();
+                async move {
+                    assert!(l.try_acquire("hot").await.unwrap().is_allowed());
+                }
+            })
+        })
+    });
+    let conn = s.naive.clone();
+    g.bench_function("naive_get_incr", |b| {
+        b.iter_custom(|iters| {
+            let conn = conn.clone();
+            timed(&s.runtime, iters, callers, move || {
+                naive_fixed_window(conn.clone())
+            })
+        })
+    });
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let s = setup();
+    bench_callers(c, &s, "redis_one_at_a_time", 1);
+    bench_callers(c, &s, "redis_concurrent_64", 64);
+    let mut g = c.benchmark_group("redis_denied_hot_key");
+    g.throughput(Throughput::Elements(1));
+    for (name, l) in [("deny_cache", &s.cached), ("no_deny_cache", &s.uncached)] {
+        let l = l.clone();
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let l = l.clone();
+                timed(&s.runtime, iters, 1, move || {
+                    let l = l.clone();
+                    async move {
+                        assert!(!l.try_acquire("denied").await.unwrap().is_allowed());
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(redis_benches, benches);
+criterion_main!(redis_benches);
