@@ -6,7 +6,7 @@
 //! (latency percentiles: `cargo run --release -p tollgate-redis --example redis_latency`).
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 
 use std::future::Future;

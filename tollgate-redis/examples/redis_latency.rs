@@ -7,7 +7,7 @@
 //! `cargo run --release -p tollgate-redis --example redis_latency [calls per row]`
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 
 use std::future::Future;
