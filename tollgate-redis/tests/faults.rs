@@ -155,7 +155,7 @@ async fn flushed_scripts_are_reloaded_transparently() {
         assert!(loaded.contains("number_of_cached_scripts:1"), "{loaded}");
         // One EVAL to reload, then EVALSHA again: the body is not sent on every call.
         for _ in 0..5 {
-            l.try_acquire("k").await.unwrap();
+            let _ = l.try_acquire("k").await.unwrap();
         }
         let stats = server.cli(&["INFO", "commandstats"]);
         let calls = |cmd: &str| {
