@@ -292,3 +292,58 @@ fn the_blocking_wrapper_serves_threads() {
     assert_eq!(total, 40);
     assert_eq!(l.check("k", 1).source, Source::DenyCache);
 }
+
+/// Denials write nothing (no dirty keys, so no replication or AOF traffic), admissions set
+/// relative TTLs of at most the time until the limiter is full again.
+#[tokio::test]
+async fn denials_write_nothing_and_keys_expire_when_full_again() {
+    let server = RedisServer::start();
+    let changes = || -> u64 {
+        server
+            .cli(&["INFO", "persistence"])
+            .lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("rdb_changes_since_last_save")
+    };
+    let quota = Quota::per_second(3).unwrap();
+    for algorithm in Algorithm::ALL {
+        let l = RedisLimiter::builder(server.url(), algorithm, quota)
+            .timeout(Duration::from_secs(5))
+            .deny_cache(0)
+            .build()
+            .await
+            .unwrap();
+        let key = format!("ttl-{algorithm:?}");
+        let d = l.try_acquire_n(&key, 3).await.unwrap();
+        assert!(d.is_allowed(), "{algorithm:?}");
+        let suffix = match algorithm {
+            Algorithm::TokenBucket => "tb",
+            Algorithm::FixedWindow => "fw",
+            Algorithm::SlidingWindow => "sw",
+            Algorithm::SlidingLog => "log",
+        };
+        let ttl: i64 = server
+            .cli(&["PTTL", &format!("{{tollgate:{key}}}:{suffix}")])
+            .trim()
+            .parse()
+            .unwrap();
+        // Full again within the period (the sliding window: one slot more).
+        assert!(ttl > 0 && ttl <= 1_125 + 1, "{algorithm:?}: PTTL {ttl}");
+        assert!(
+            // Less what passed before PTTL ran (a process start on a loaded machine).
+            u128::from(ttl as u64) + 500 >= d.reset_after().as_millis(),
+            "{algorithm:?}: the key expires before its state: {ttl} ms, {d:?}"
+        );
+        let before = changes();
+        for _ in 0..50 {
+            assert!(
+                !l.try_acquire(&key).await.unwrap().is_allowed(),
+                "{algorithm:?}"
+            );
+            assert!(l.try_acquire_n(&key, 0).await.unwrap().is_allowed());
+            assert!(l.try_acquire_n(&key, 4).await.unwrap().exceeds_capacity());
+        }
+        assert_eq!(changes(), before, "{algorithm:?}: a denial or a peek wrote");
+    }
+}
