@@ -189,10 +189,10 @@ fn three_per_seven_seconds_is_exact() {
     }
 }
 
-/// seeds.rs (seed 001): a burst of 10 lets 5 through; the bucket refills one token in 200 ms;
+/// seeds.rs: a burst of 10 lets 5 through; the bucket refills one token in 200 ms;
 /// separate keys and tiers do not share counts.
 #[test]
-fn seed_behaviours() {
+fn bursts_refills_and_independent_keys() {
     let server = RedisServer::start();
     let target = Target::from(server.url());
     let free = Quota::per_second(5).unwrap();
