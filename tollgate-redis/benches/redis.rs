@@ -91,25 +91,6 @@ where
     })
 }
 
-async fn naive_fixed_window(mut conn: ConnectionManager) {
-    let count: Option<u64> = redis::cmd("GET")
-        .arg("naive")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    if count.unwrap_or(0) < u64::MAX {
-        let _: (u64, bool) = redis::pipe()
-            .cmd("INCR")
-            .arg("naive")
-            .cmd("EXPIRE")
-            .arg("naive")
-            .arg(60)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-    }
-}
-
 fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
@@ -140,7 +121,10 @@ fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
         b.iter_custom(|iters| {
             let conn = conn.clone();
             timed(&s.runtime, iters, callers, move || {
-                naive_fixed_window(conn.clone())
+                let mut c = conn.clone();
+                async move {
+                    common::naive_fixed_window(&mut c, "naive", u64::MAX).await;
+                }
             })
         })
     });

@@ -57,25 +57,6 @@ where
     rate
 }
 
-async fn naive_fixed_window(conn: &mut ConnectionManager, key: &str, limit: u64) -> bool {
-    // The client-side approach: read the count, then increment it if below the limit. Two
-    // round trips, and racing clients both pass the check before either increments.
-    let count: Option<u64> = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
-    if count.unwrap_or(0) >= limit {
-        return false;
-    }
-    let (n, _): (u64, bool) = redis::pipe()
-        .cmd("INCR")
-        .arg(key)
-        .cmd("EXPIRE")
-        .arg(key)
-        .arg(60)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n <= limit
-}
-
 fn main() {
     let calls: usize = std::env::args()
         .nth(1)
@@ -131,7 +112,7 @@ fn main() {
             let naive_rate = row("naive GET + INCR fixed window (client side)", calls, callers, move |_| {
                 let mut c = c.clone();
                 async move {
-                    let _ = naive_fixed_window(&mut c, "naive", u64::MAX).await;
+                    let _ = common::naive_fixed_window(&mut c, "naive", u64::MAX).await;
                 }
             })
             .await;

@@ -60,3 +60,8 @@ pub use limiter::{
     Checked, FailurePolicy, RedisLimiter, RedisLimiterBuilder, Source, Stats, Target,
 };
 pub use tollgate::{Algorithm, Decision, Quota, QuotaError};
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -32,11 +32,32 @@ impl Script {
 
 fn script_for(algorithm: Algorithm) -> (&'static str, &'static [&'static str]) {
     match algorithm {
-        Algorithm::TokenBucket => (include_str!("scripts/token_bucket.lua"), &[":tb"]),
-        Algorithm::FixedWindow => (include_str!("scripts/fixed_window.lua"), &[":fw"]),
-        Algorithm::SlidingWindow => (include_str!("scripts/sliding_window.lua"), &[":sw"]),
+        Algorithm::TokenBucket => (
+            concat!(
+                include_str!("scripts/prelude.lua"),
+                include_str!("scripts/token_bucket.lua")
+            ),
+            &[":tb"],
+        ),
+        Algorithm::FixedWindow => (
+            concat!(
+                include_str!("scripts/prelude.lua"),
+                include_str!("scripts/fixed_window.lua")
+            ),
+            &[":fw"],
+        ),
+        Algorithm::SlidingWindow => (
+            concat!(
+                include_str!("scripts/prelude.lua"),
+                include_str!("scripts/sliding_window.lua")
+            ),
+            &[":sw"],
+        ),
         Algorithm::SlidingLog => (
-            include_str!("scripts/sliding_log.lua"),
+            concat!(
+                include_str!("scripts/prelude.lua"),
+                include_str!("scripts/sliding_log.lua")
+            ),
             &[":log", ":log:sum"],
         ),
     }
@@ -161,6 +182,12 @@ impl std::fmt::Debug for FailurePolicy {
 }
 
 /// Who answered a [`RedisLimiter::check`].
+///
+/// ```
+/// use tollgate_redis::Source;
+/// let from_policy = |s: Source| !matches!(s, Source::Redis | Source::DenyCache);
+/// assert!(from_policy(Source::FailOpen) && !from_policy(Source::DenyCache));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Source {
@@ -177,6 +204,18 @@ pub enum Source {
 }
 
 /// A decision and who made it; `error` is why Redis did not, when it did not.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Decision;
+/// use tollgate_redis::{Checked, Error, Source};
+/// let c = Checked {
+///     decision: Decision::from_parts(true, 0, None, Duration::ZERO, false),
+///     source: Source::FailOpen,
+///     error: Some(Error::CircuitOpen),
+/// };
+/// assert!(c.decision.is_allowed() && c.error.is_some());
+/// ```
 #[derive(Debug)]
 pub struct Checked {
     /// The answer.

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{admitted, all, RedisCluster};
-use tollgate::{Algorithm, ManualClock, Quota};
+use tollgate::{Algorithm, Quota};
 use tollgate_redis::{RedisLimiter, Target};
 
 /// Conformance, scripts reloaded on every node, keys spread over the slots, and eight
@@ -17,15 +17,8 @@ fn the_limiters_on_a_three_primary_cluster() {
     let target = Target::cluster(cluster.urls());
 
     // Identical decisions to the in-process limiters (the test clock), every algorithm.
-    let quotas = [
-        Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::new(100, Duration::from_millis(10)).unwrap(),
-    ];
-    common::random_streams(&target, &quotas, 200);
+    let quotas = &common::stream_quotas()[..3];
+    common::random_streams(&target, quotas, 200);
     for (s, _) in all(&target, Quota::per_second(5).unwrap()) {
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);
     }
@@ -76,31 +69,8 @@ fn the_limiters_on_a_three_primary_cluster() {
 
         // Eight clients, one hot key, one frozen instant: exactly one limit admitted.
         for algorithm in Algorithm::ALL {
-            let clock = ManualClock::new();
-            let mut tasks = Vec::new();
-            for _ in 0..8 {
-                let l = RedisLimiter::builder(
-                    target.clone(),
-                    algorithm,
-                    Quota::per_minute(64).unwrap(),
-                )
-                .test_clock(clock.clone())
-                .timeout(Duration::from_secs(5))
-                .build()
-                .await
-                .unwrap();
-                tasks.push(tokio::spawn(async move {
-                    let mut n = 0u64;
-                    for _ in 0..20 {
-                        n += u64::from(l.try_acquire("hot").await.unwrap().is_allowed());
-                    }
-                    n
-                }));
-            }
-            let mut total = 0;
-            for t in tasks {
-                total += t.await.unwrap();
-            }
+            let quota = Quota::per_minute(64).unwrap();
+            let total = common::eight_clients_admitted(&target, algorithm, quota, 20, 1).await;
             assert_eq!(total, 64, "{algorithm:?}");
         }
     });

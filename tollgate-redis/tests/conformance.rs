@@ -19,18 +19,7 @@ const NS: Duration = Duration::from_nanos(1);
 fn random_streams_decide_identically() {
     let server = RedisServer::start();
     let target = Target::from(server.url());
-    let quotas = [
-        Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::new(1, Duration::from_nanos(1)).unwrap(),
-        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::new(100, Duration::from_millis(10)).unwrap(),
-        Quota::per_hour(50_000).unwrap(),
-    ];
-    common::random_streams(&target, &quotas, 500);
+    common::random_streams(&target, &common::stream_quotas(), 500);
 }
 
 /// decisions.rs: whenever a request is denied with `retry_after = r`, it is still denied at

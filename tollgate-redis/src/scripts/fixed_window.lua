@@ -1,18 +1,9 @@
 -- Fixed window: windows [k*len, (k+1)*len) from the clock's zero (the Unix epoch on Redis
 -- TIME). KEYS[1]: a string "k count" for the window counted last. Absent: nothing counted.
--- ARGV: n, now (units; '' = Redis TIME in microseconds), min_ttl_ms, units_per_ms, len, limit.
+-- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit.
 -- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Integers only, all below 2^53 (checked by the client); a denial writes nothing.
-local function idiv(a, b) return (a - math.fmod(a, b)) / b end
-local function cdiv(a, b) local r = math.fmod(a, b); return (a - r) / b + (r > 0 and 1 or 0) end
-local n, now = tonumber(ARGV[1]), ARGV[2]
-if now == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(now)
-end
-local min_ttl, upm = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Invariant: the count stored for a window never exceeds limit. Integers only, all below 2^53
+-- (checked by the client); a denial writes nothing. One script call is atomic.
 local len, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- A later window starts from zero; an earlier one (time went back) counts against the stored.
@@ -34,10 +25,8 @@ if n > limit then
 end
 if count + n <= limit then
   if n > 0 then
-    local ms = cdiv(window_end - now, upm)
-    if ms < min_ttl then ms = min_ttl end
     redis.call('SET', KEYS[1], string.format('%d %d', window, count + n),
-      'PX', string.format('%d', ms))
+      'PX', ttl_ms(window_end - now))
   end
   return {1, limit - count - n, -1, reset(count + n), 0}
 end

@@ -2,21 +2,14 @@
 -- KEYS[1]: a sorted set, one member "seq:n" per admission of cost n, scored by its time
 -- (members are unique: two admissions in one unit never collapse into one).
 -- KEYS[2]: a hash, 'sum' = total cost of the members, 'seq' = the last member's number.
--- ARGV: n, now (units; '' = Redis TIME in microseconds), min_ttl_ms, units_per_ms, period,
+-- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then period,
 --       limit.
 -- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Invariant: the live members (at - s < period) never weigh more than limit, and sum is the
+-- weight of all stored members. One script call is atomic.
 -- Integers only, all below 2^53 (checked by the client); a denial writes nothing and reads
 -- O(log size + cost) members: never the whole log.
-local function cdiv(a, b) local r = math.fmod(a, b); return (a - r) / b + (r > 0 and 1 or 0) end
 local function weight(member) return tonumber(string.match(member, ':(%d+)$')) or 0 end
-local n, now = tonumber(ARGV[1]), ARGV[2]
-if now == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(now)
-end
-local min_ttl, upm = tonumber(ARGV[3]), tonumber(ARGV[4])
 local period, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- Entries are recorded in time order: the limiter's now is max(now, newest entry).
@@ -45,9 +38,7 @@ if live + n <= limit then
   local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
   redis.call('ZADD', KEYS[1], string.format('%d', at), string.format('%d:%d', seq, n))
   redis.call('HSET', KEYS[2], 'sum', string.format('%d', live + n))
-  local ms = cdiv(at + period - now, upm)
-  if ms < min_ttl then ms = min_ttl end
-  ms = string.format('%d', ms)
+  local ms = ttl_ms(at + period - now)
   redis.call('PEXPIRE', KEYS[1], ms)
   redis.call('PEXPIRE', KEYS[2], ms)
   return {1, remaining - n, -1, at + period - now, 0}

@@ -1,20 +1,11 @@
 -- Sliding-window counter: the period split into k slots of len units; slot e counts until
 -- slot e + k + 1 begins. KEYS[1]: a hash, field 'h' = "epoch count" of the slot being filled,
 -- field i (0..k) = "epoch count" of a finished slot with epoch % (k + 1) == i.
--- ARGV: n, now (units; '' = Redis TIME in microseconds), min_ttl_ms, units_per_ms, len, limit,
+-- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit,
 --       k.
 -- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Integers only, all below 2^53 (checked by the client); a denial writes nothing.
-local function idiv(a, b) return (a - math.fmod(a, b)) / b end
-local function cdiv(a, b) local r = math.fmod(a, b); return (a - r) / b + (r > 0 and 1 or 0) end
-local n, now = tonumber(ARGV[1]), ARGV[2]
-if now == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(now)
-end
-local min_ttl, upm = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Invariant: the live slots (cur - k ..= cur) never hold more than limit. Integers only, all
+-- below 2^53 (checked by the client); a denial writes nothing. One script call is atomic.
 local len, limit, k = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local ring_len = k + 1
 
@@ -74,9 +65,7 @@ if total + n <= limit then
   else
     redis.call('HSET', KEYS[1], 'h', string.format('%d %d', cur, n))
   end
-  local ms = cdiv(until_gone(cur), upm)
-  if ms < min_ttl then ms = min_ttl end
-  redis.call('PEXPIRE', KEYS[1], string.format('%d', ms))
+  redis.call('PEXPIRE', KEYS[1], ttl_ms(until_gone(cur)))
   return {1, remaining - n, -1, until_gone(cur), 0}
 end
 -- Denied: the first slot whose leaving frees enough.

@@ -1,19 +1,11 @@
 -- GCRA token bucket. KEYS[1]: the theoretical arrival time (TAT), a string "U R" meaning
 -- U units + R/scale units (0 <= R < scale). Absent: a full bucket.
--- ARGV: n, now (units; '' = Redis TIME in microseconds), min_ttl_ms, units_per_ms,
+-- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then
 --       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale.
 -- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Integers only, all below 2^53 (checked by the client); a denial writes nothing.
-local function idiv(a, b) return (a - math.fmod(a, b)) / b end
-local function cdiv(a, b) local r = math.fmod(a, b); return (a - r) / b + (r > 0 and 1 or 0) end
-local n, now = tonumber(ARGV[1]), ARGV[2]
-if now == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(now)
-end
-local min_ttl, upm = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Invariant: after every admission tat <= max(tat, now) + capacity, so any span [t0, t1]
+-- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
+-- the client); a denial writes nothing. One script call is atomic: no ordering to reason about.
 local interval, capacity, scale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- diff = max(tat - now, 0) in ticks: bounded by the capacity, never an absolute tick count.
@@ -33,11 +25,9 @@ end
 local new_diff = diff + cost
 if new_diff <= capacity then
   if n > 0 then
-    local ms = cdiv(cdiv(new_diff, scale), upm)
-    if ms < min_ttl then ms = min_ttl end
     redis.call('SET', KEYS[1],
       string.format('%d %d', now + idiv(new_diff, scale), math.fmod(new_diff, scale)),
-      'PX', string.format('%d', ms))
+      'PX', ttl_ms(cdiv(new_diff, scale)))
   end
   return {1, tokens(capacity - new_diff), -1, cdiv(new_diff, scale), 0}
 end

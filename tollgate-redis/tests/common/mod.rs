@@ -254,6 +254,7 @@ impl Limiter for Both {
             .remote
             .try_acquire_n(&self.key, n)
             .unwrap_or_else(|e| panic!("{}: Redis failed: {e}", self.name));
+        // Relaxed: a call counter for the failure message; nothing is ordered by it.
         let call = self
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -291,6 +292,7 @@ pub fn both(target: &Target, algorithm: Algorithm, quota: Quota, clock: &ManualC
 fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only uniqueness matters, which fetch_add gives under any ordering.
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -351,4 +353,81 @@ pub fn random_streams(target: &Target, quotas: &[Quota], steps: usize) {
             }
         }
     }
+}
+
+/// Eight clients, each with its own connection, on one hot key at one frozen instant of a
+/// test clock: the total cost admitted (client `i`'s call `j` costs `1 + (i + j) % max_cost`).
+pub async fn eight_clients_admitted(
+    target: &Target,
+    algorithm: Algorithm,
+    quota: Quota,
+    calls: u64,
+    max_cost: u64,
+) -> u64 {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(100));
+    let mut tasks = Vec::new();
+    for i in 0..8u64 {
+        let l = RedisLimiter::builder(target.clone(), algorithm, quota)
+            .test_clock(clock.clone())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = 0u64;
+            for j in 0..calls {
+                let cost = 1 + (i + j) % max_cost;
+                if l.try_acquire_n("hot", cost).await.unwrap().is_allowed() {
+                    admitted += cost;
+                }
+            }
+            admitted
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total
+}
+
+/// The quotas of the random streams: round, fractional (3 per 7 s), one per ns, inexact
+/// (999/s), short periods and long logs.
+pub fn stream_quotas() -> Vec<Quota> {
+    vec![
+        Quota::per_second(5).unwrap(),
+        Quota::new(3, Duration::from_secs(7))
+            .unwrap()
+            .with_burst(7)
+            .unwrap(),
+        Quota::new(100, Duration::from_millis(10)).unwrap(),
+        Quota::new(1, Duration::from_nanos(1)).unwrap(),
+        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
+        Quota::per_hour(50_000).unwrap(),
+    ]
+}
+
+/// A naive client-side fixed window, the approach the scripts replace: read the count, then
+/// increment it if below the limit. Two round trips, and clients racing between them both
+/// pass. For the benchmarks' comparison.
+pub async fn naive_fixed_window(
+    conn: &mut redis::aio::ConnectionManager,
+    key: &str,
+    limit: u64,
+) -> bool {
+    let count: Option<u64> = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
+    if count.unwrap_or(0) >= limit {
+        return false;
+    }
+    let (n, _): (u64, bool) = redis::pipe()
+        .cmd("INCR")
+        .arg(key)
+        .cmd("EXPIRE")
+        .arg(key)
+        .arg(60)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n <= limit
 }
