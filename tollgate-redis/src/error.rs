@@ -37,6 +37,8 @@ pub enum Error {
         /// The reading, in nanoseconds.
         nanos: u64,
     },
+    /// A setting the algorithm does not support (leases on anything but the token bucket).
+    Unsupported(&'static str),
     /// Too many calls failed in a row: Redis is not asked again until the circuit breaker's
     /// pause has passed.
     CircuitOpen,
@@ -72,6 +74,7 @@ impl fmt::Display for Error {
                 f,
                 "test clock reads {nanos} ns, at or past the 2^52 ns the scripts count exactly"
             ),
+            Error::Unsupported(what) => write!(f, "unsupported setting: {what}"),
             Error::CircuitOpen => write!(f, "Redis circuit open after repeated failures"),
         }
     }

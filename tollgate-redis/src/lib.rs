@@ -51,6 +51,7 @@
 mod blocking;
 mod deny_cache;
 mod error;
+mod lease;
 mod limiter;
 mod params;
 

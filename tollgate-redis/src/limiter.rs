@@ -13,6 +13,7 @@ use tollgate::{Algorithm, Clock, Decision, KeyedLimiter, ManualClock, MonotonicC
 
 use crate::deny_cache::DenyCache;
 use crate::error::Error;
+use crate::lease::Leases;
 use crate::params::{plan, Plan, Unit, MAX_SAFE};
 
 /// The four scripts, each loaded once per server and called by its SHA1.
@@ -201,6 +202,9 @@ pub enum Source {
     FailClosed,
     /// [`FailurePolicy::Local`].
     Local,
+    /// A token of a lease the script granted earlier
+    /// ([`RedisLimiterBuilder::leases`]).
+    Lease,
 }
 
 /// A decision and who made it; `error` is why Redis did not, when it did not.
@@ -241,6 +245,8 @@ pub struct Stats {
     pub redis_denied: u64,
     /// Denials answered by the local deny cache.
     pub cache_denied: u64,
+    /// Admissions spent from leases (each token granted by Redis beforehand).
+    pub lease_allowed: u64,
     /// Calls that failed (each one answered by the policy in [`RedisLimiter::check`]).
     pub errors: u64,
     /// Admissions made by the failure policy while Redis was unavailable.
@@ -254,6 +260,7 @@ struct Counters {
     redis_allowed: AtomicU64,
     redis_denied: AtomicU64,
     cache_denied: AtomicU64,
+    lease_allowed: AtomicU64,
     errors: AtomicU64,
     policy_allowed: AtomicU64,
     policy_denied: AtomicU64,
@@ -357,6 +364,7 @@ struct Inner {
     timeout: Duration,
     policy: FailurePolicy,
     deny: Option<DenyCache>,
+    leases: Option<Leases>,
     clock: LocalClock,
     unit: Unit,
     min_ttl_ms: u64,
@@ -377,6 +385,7 @@ pub struct RedisLimiterBuilder {
     deny_cache: usize,
     test_clock: Option<ManualClock>,
     breaker: (u32, Duration),
+    leases: Option<(u64, Duration)>,
 }
 
 impl RedisLimiterBuilder {
@@ -469,6 +478,23 @@ impl RedisLimiterBuilder {
         self
     }
 
+    /// Token bucket only: when a request passes, take up to `size` tokens in the same call
+    /// and spend the rest here, without a round trip, for at most `lifetime` (tokens left
+    /// then lapse). Never more than the script granted; the admissions of any span
+    /// `[t0, t1]` are at most what the bucket admits in `[t0 - lifetime, t1]`. Off by default.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use std::time::Duration;
+    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(10_000)?)
+    ///     .leases(20, Duration::from_millis(50));
+    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn leases(mut self, size: u64, lifetime: Duration) -> Self {
+        self.leases = (size > 1).then_some((size, lifetime));
+        self
+    }
+
     /// Send this clock's time instead of using Redis `TIME`, in nanoseconds: decisions are
     /// then exactly the in-process limiter's for the same sequence, on a real server, with no
     /// sleeping. For tests. Keys then live at least an hour of real time (real time passing
@@ -508,6 +534,11 @@ impl RedisLimiterBuilder {
             Unit::Micros
         };
         let plan = plan(self.algorithm, &self.quota, unit)?;
+        if self.leases.is_some() && self.algorithm != Algorithm::TokenBucket {
+            return Err(Error::Unsupported(
+                "leases take tokens ahead: the token bucket only",
+            ));
+        }
         let deadline = self.connect_timeout;
         let connect = async {
             match self.target {
@@ -552,6 +583,7 @@ impl RedisLimiterBuilder {
                 timeout: self.timeout,
                 policy: self.policy,
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
+                leases: self.leases.map(|(size, life)| Leases::new(size, life)),
                 min_ttl_ms: if unit == Unit::Nanos { 3_600_000 } else { 0 },
                 clock,
                 unit,
@@ -648,6 +680,7 @@ impl RedisLimiter {
             deny_cache: 10_000,
             test_clock: None,
             breaker: (5, Duration::from_millis(250)),
+            leases: None,
         }
     }
 
@@ -832,6 +865,7 @@ impl RedisLimiter {
             redis_allowed: get(&c.redis_allowed),
             redis_denied: get(&c.redis_denied),
             cache_denied: get(&c.cache_denied),
+            lease_allowed: get(&c.lease_allowed),
             errors: get(&c.errors),
             policy_allowed: get(&c.policy_allowed),
             policy_denied: get(&c.policy_denied),
@@ -884,7 +918,23 @@ impl RedisLimiter {
             bump(&c.cache_denied);
             return Ok((d, Source::DenyCache));
         }
-        let result = self.ask(key, n, plan, now).await;
+        // Leases hold tokens of the limiter's own quota only.
+        let leases = inner
+            .leases
+            .as_ref()
+            .filter(|l| n >= 1 && n <= l.size && quota == &inner.quota);
+        if let Some(d) = leases.and_then(|l| l.take(key, n, now)) {
+            bump(&c.lease_allowed);
+            return Ok((d, Source::Lease));
+        }
+        let lease = leases.map_or(0, |l| l.size);
+        let result = self.ask(key, n, plan, now, lease).await;
+        if let (Ok((d, Some(taken))), Some(l)) = (&result, leases) {
+            if d.is_allowed() {
+                l.keep(key, taken.saturating_sub(n), now, d);
+            }
+        }
+        let result = result.map(|(d, _)| d);
         match &result {
             Ok(d) => {
                 inner.breaker.success();
@@ -914,7 +964,14 @@ impl RedisLimiter {
 
     /// One script call: EVALSHA, and EVAL (which reloads the script) if Redis lost it
     /// (a restart, a failover, `SCRIPT FLUSH`).
-    async fn ask(&self, key: &[u8], n: u64, plan: &Plan, now: u64) -> Result<Decision, Error> {
+    async fn ask(
+        &self,
+        key: &[u8],
+        n: u64,
+        plan: &Plan,
+        now: u64,
+        lease: u64,
+    ) -> Result<(Decision, Option<u64>), Error> {
         let inner = &*self.inner;
         let time = match inner.unit {
             Unit::Nanos if now >= MAX_SAFE => return Err(Error::ClockOutOfRange { nanos: now }),
@@ -933,6 +990,9 @@ impl RedisLimiter {
             .arg(inner.min_ttl_ms)
             .arg(inner.unit.per_ms())
             .arg(&plan.args[..plan.arity]);
+        if lease > 0 {
+            args.arg(lease);
+        }
         let call = async {
             let mut evalsha = redis::cmd("EVALSHA");
             evalsha.arg(&inner.script.sha);
@@ -995,14 +1055,15 @@ fn classify(e: RedisError) -> Error {
     }
 }
 
-/// The script's five integers as a decision, times converted from the script's unit to ns.
-fn decision(reply: &Value, unit: Unit) -> Result<Decision, Error> {
+/// The script's five integers as a decision, times converted from the script's unit to ns;
+/// and a sixth, the units taken, after an admission with a lease.
+fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error> {
     let bad = || Error::BadReply(format!("{reply:?}"));
     let Value::Array(items) = reply else {
         return Err(bad());
     };
-    let mut v = [0i64; 5];
-    if items.len() != 5 {
+    let mut v = [0i64; 6];
+    if items.len() != 5 && items.len() != 6 {
         return Err(bad());
     }
     for (slot, item) in v.iter_mut().zip(items) {
@@ -1011,18 +1072,19 @@ fn decision(reply: &Value, unit: Unit) -> Result<Decision, Error> {
         };
         *slot = *i;
     }
-    let [allowed, remaining, retry, reset, exceeds] = v;
-    if remaining < 0 || reset < 0 || retry < -1 {
+    let [allowed, remaining, retry, reset, exceeds, taken] = v;
+    if remaining < 0 || reset < 0 || retry < -1 || taken < 0 {
         return Err(bad());
     }
     let ns = |units: i64| Duration::from_nanos((units as u64).saturating_mul(unit.nanos()));
-    Ok(Decision::from_parts(
+    let d = Decision::from_parts(
         allowed == 1,
         remaining as u64,
         (retry >= 0).then(|| ns(retry)),
         ns(reset),
         exceeds == 1,
-    ))
+    );
+    Ok((d, (items.len() == 6).then_some(taken as u64)))
 }
 
 #[cfg(test)]
@@ -1038,7 +1100,8 @@ mod tests {
             Value::Int(3_000),
             Value::Int(0),
         ]);
-        let d = decision(&reply, Unit::Micros).unwrap();
+        let (d, taken) = decision(&reply, Unit::Micros).unwrap();
+        assert_eq!(taken, None);
         assert!(!d.is_allowed() && !d.exceeds_capacity());
         assert_eq!(d.remaining(), 2);
         assert_eq!(d.retry_after(), Some(Duration::from_micros(1_500)));
