@@ -23,6 +23,7 @@ struct Setup {
     _server: common::RedisServer,
     runtime: Runtime,
     roomy: RedisLimiter,
+    leased: RedisLimiter,
     naive: ConnectionManager,
     cached: RedisLimiter,
     uncached: RedisLimiter,
@@ -36,7 +37,7 @@ fn setup() -> Setup {
         .build()
         .unwrap();
     let url = server.url();
-    let (roomy, naive, cached, uncached) = runtime.block_on(async {
+    let (roomy, leased, naive, cached, uncached) = runtime.block_on(async {
         let build = |q: Quota, cache: usize| {
             RedisLimiter::builder(url.as_str(), Algorithm::TokenBucket, q)
                 .timeout(Duration::from_secs(1))
@@ -46,18 +47,29 @@ fn setup() -> Setup {
         let roomy = build(Quota::per_second(1_000_000).unwrap(), 0)
             .await
             .unwrap();
+        let leased = RedisLimiter::builder(
+            url.as_str(),
+            Algorithm::TokenBucket,
+            Quota::per_second(1_000_000).unwrap(),
+        )
+        .timeout(Duration::from_secs(1))
+        .leases(64, Duration::from_millis(10))
+        .build()
+        .await
+        .unwrap();
         let cached = build(Quota::per_hour(1).unwrap(), 10_000).await.unwrap();
         let uncached = build(Quota::per_hour(1).unwrap(), 0).await.unwrap();
         let _ = cached.try_acquire("denied").await.unwrap();
         let naive = ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
             .await
             .unwrap();
-        (roomy, naive, cached, uncached)
+        (roomy, leased, naive, cached, uncached)
     });
     Setup {
         _server: server,
         runtime,
         roomy,
+        leased,
         naive,
         cached,
         uncached,
@@ -106,6 +118,18 @@ fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
     });
     let l = s.roomy.clone();
     g.bench_function("token_bucket_script", |b| {
+        b.iter_custom(|iters| {
+            let l = l.clone();
+            timed(&s.runtime, iters, callers, move || {
+                let l = l.clone();
+                async move {
+                    assert!(l.try_acquire("hot").await.unwrap().is_allowed());
+                }
+            })
+        })
+    });
+    let l = s.leased.clone();
+    g.bench_function("token_bucket_leases_of_64", |b| {
         b.iter_custom(|iters| {
             let l = l.clone();
             timed(&s.runtime, iters, callers, move || {

@@ -76,6 +76,12 @@ fn main() {
             .build()
             .await
             .unwrap();
+        let leased = RedisLimiter::builder(url.as_str(), Algorithm::TokenBucket, roomy)
+            .timeout(Duration::from_secs(1))
+            .leases(64, Duration::from_millis(10))
+            .build()
+            .await
+            .unwrap();
         let client = redis::Client::open(url.as_str()).unwrap();
         let naive = ConnectionManager::new(client).await.unwrap();
         let denied = RedisLimiter::builder(url.as_str(), Algorithm::TokenBucket, Quota::per_hour(1).unwrap())
@@ -105,6 +111,14 @@ fn main() {
                 let l = l.clone();
                 async move {
                     assert!(l.try_acquire("hot").await.unwrap().is_allowed());
+                }
+            })
+            .await;
+            let l = leased.clone();
+            row("token bucket, leases of 64 tokens", calls, callers, move |_| {
+                let l = l.clone();
+                async move {
+                    assert!(l.try_acquire("leased").await.unwrap().is_allowed());
                 }
             })
             .await;

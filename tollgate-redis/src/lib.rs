@@ -32,7 +32,8 @@
 //!
 //! Per call: a deadline ([`RedisLimiterBuilder::timeout`], 20 ms by default), a circuit
 //! breaker, a bounded local deny cache (a key denied until `t` is denied locally until `t`:
-//! never an extra admission), and a [`FailurePolicy`] applied by [`RedisLimiter::check`],
+//! never an extra admission), optional leases of tokens spent locally
+//! ([`RedisLimiterBuilder::leases`]), and a [`FailurePolicy`] applied by [`RedisLimiter::check`],
 //! which says which [`Source`] answered. [`BlockingRedisLimiter`] serves callers without an
 //! async runtime.
 //!

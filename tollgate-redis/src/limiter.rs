@@ -284,8 +284,9 @@ struct Breaker {
 #[derive(Default)]
 struct BreakerState {
     failures: u32,
+    /// While open: when the next probe may go (each probe moves it one pause on, so a probe
+    /// whose caller gave up never keeps the circuit shut).
     open_until: Option<u64>,
-    probing: bool,
 }
 
 impl Breaker {
@@ -305,8 +306,8 @@ impl Breaker {
         let mut s = self.lock();
         match s.open_until {
             None => true,
-            Some(t) if now >= t && !s.probing => {
-                s.probing = true;
+            Some(t) if now >= t => {
+                s.open_until = Some(now.saturating_add(self.pause));
                 true
             }
             Some(_) => false,
@@ -332,9 +333,8 @@ impl Breaker {
         // Relaxed: written under the lock; readers only take it as a hint.
         self.troubled.store(true, Ordering::Relaxed);
         s.failures = s.failures.saturating_add(1);
-        if s.probing || s.failures >= self.threshold {
+        if s.failures >= self.threshold {
             s.open_until = Some(now.saturating_add(self.pause));
-            s.probing = false;
         }
     }
 }
