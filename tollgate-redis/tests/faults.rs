@@ -267,3 +267,20 @@ async fn worker_process() {
     let url = std::env::var("TOLLGATE_REDIS_WORKER").expect("started by the parent test");
     println!("admitted={}", work(&url).await);
 }
+
+/// Down for longer than the connection's reconnect attempts last (6 tries, 50 ms doubling to
+/// 1 s, 2.6 s in all): the limiter still reconnects once the server is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_outage_still_ends_in_a_reconnect() {
+    let mut server = RedisServer::start();
+    let l = limiter(&server, FailurePolicy::FailOpen).await;
+    assert!(l.try_acquire("k").await.is_ok());
+    server.kill();
+    let down = Instant::now();
+    while down.elapsed() < Duration::from_secs(4) {
+        assert_eq!(l.check("k", 1).await.source, Source::FailOpen);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.restart();
+    until_redis_answers(&l, "k").await;
+}
