@@ -178,5 +178,43 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(redis_benches, benches);
+/// A full sliding log denies in O(log n): a log of 1,000 members against one of 10.
+fn sliding_log_denials(c: &mut Criterion) {
+    let s = setup();
+    let mut g = c.benchmark_group("redis_sliding_log_denied");
+    g.throughput(Throughput::Elements(1));
+    for limit in [10u64, 1_000] {
+        let key = format!("full-{limit}");
+        let l = s.runtime.block_on(async {
+            let l = RedisLimiter::builder(
+                s._server.url(),
+                Algorithm::SlidingLog,
+                Quota::per_hour(limit).unwrap(),
+            )
+            .timeout(Duration::from_secs(1))
+            .deny_cache(0)
+            .build()
+            .await
+            .unwrap();
+            for _ in 0..limit {
+                assert!(l.try_acquire(&key).await.unwrap().is_allowed());
+            }
+            l
+        });
+        g.bench_function(format!("limit_{limit}"), |b| {
+            b.iter_custom(|iters| {
+                let (l, key) = (l.clone(), key.clone());
+                timed(&s.runtime, iters, 1, move || {
+                    let (l, key) = (l.clone(), key.clone());
+                    async move {
+                        assert!(!l.try_acquire(&key).await.unwrap().is_allowed());
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(redis_benches, benches, sliding_log_denials);
 criterion_main!(redis_benches);

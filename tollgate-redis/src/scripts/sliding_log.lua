@@ -43,21 +43,17 @@ if live + n <= limit then
   redis.call('PEXPIRE', KEYS[2], ms)
   return {1, remaining - n, -1, at + period - now, 0}
 end
--- Denied: the live entry, oldest first, whose leaving frees enough (live + n - limit).
+-- Denied: the live entry, oldest first, whose leaving frees enough (live + n - limit). Every
+-- member weighs at least 1, so the oldest `need` live members are enough to find it.
 local need = live + n - limit
-local offset = 0
-while true do
-  local chunk = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cutoff, '+inf', 'WITHSCORES',
-    'LIMIT', offset, 32)
-  if #chunk == 0 then break end
-  for i = 1, #chunk, 2 do
-    need = need - weight(chunk[i])
-    if need <= 0 then
-      local retry = tonumber(chunk[i + 1]) + period - now
-      if retry < 0 then retry = 0 end
-      return {0, remaining, retry, reset, 0}
-    end
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cutoff, '+inf', 'WITHSCORES',
+  'LIMIT', 0, string.format('%d', need))
+for i = 1, #oldest, 2 do
+  need = need - weight(oldest[i])
+  if need <= 0 then
+    local retry = tonumber(oldest[i + 1]) + period - now
+    if retry < 0 then retry = 0 end
+    return {0, remaining, retry, reset, 0}
   end
-  offset = offset + 32
 end
 return redis.error_reply('tollgate: sliding log state is inconsistent')
