@@ -13,7 +13,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use redis::aio::ConnectionManager;
 use tokio::runtime::Runtime;
 use tollgate::{Algorithm, Quota};
@@ -103,6 +104,31 @@ where
     })
 }
 
+/// One benchmark: `try_acquire(key)` on `l` from `callers` concurrent tasks, each answer
+/// checked against `allowed`.
+fn checks(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    rt: &Runtime,
+    name: &str,
+    (l, key, allowed): (&RedisLimiter, &str, bool),
+    callers: u64,
+) {
+    // A key of the whole run (a bench process), so that no call allocates one.
+    let key: &'static str = Box::leak(key.to_owned().into_boxed_str());
+    let l = l.clone();
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let l = l.clone();
+            timed(rt, iters, callers, move || {
+                let l = l.clone();
+                async move {
+                    assert_eq!(l.try_acquire(&key).await.unwrap().is_allowed(), allowed);
+                }
+            })
+        })
+    });
+}
+
 fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
@@ -116,30 +142,21 @@ fn bench_callers(c: &mut Criterion, s: &Setup, group: &str, callers: u64) {
             })
         })
     });
-    let l = s.roomy.clone();
-    g.bench_function("token_bucket_script", |b| {
-        b.iter_custom(|iters| {
-            let l = l.clone();
-            timed(&s.runtime, iters, callers, move || {
-                let l = l.clone();
-                async move {
-                    assert!(l.try_acquire("hot").await.unwrap().is_allowed());
-                }
-            })
-        })
-    });
-    let l = s.leased.clone();
-    g.bench_function("token_bucket_leases_of_64", |b| {
-        b.iter_custom(|iters| {
-            let l = l.clone();
-            timed(&s.runtime, iters, callers, move || {
-                let l = l.clone();
-                async move {
-                    assert!(l.try_acquire("hot").await.unwrap().is_allowed());
-                }
-            })
-        })
-    });
+    let rt = &s.runtime;
+    checks(
+        &mut g,
+        rt,
+        "token_bucket_script",
+        (&s.roomy, "hot", true),
+        callers,
+    );
+    checks(
+        &mut g,
+        rt,
+        "token_bucket_leases_of_64",
+        (&s.leased, "hot", true),
+        callers,
+    );
     let conn = s.naive.clone();
     g.bench_function("naive_get_incr", |b| {
         b.iter_custom(|iters| {
@@ -161,20 +178,20 @@ fn benches(c: &mut Criterion) {
     bench_callers(c, &s, "redis_concurrent_64", 64);
     let mut g = c.benchmark_group("redis_denied_hot_key");
     g.throughput(Throughput::Elements(1));
-    for (name, l) in [("deny_cache", &s.cached), ("no_deny_cache", &s.uncached)] {
-        let l = l.clone();
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let l = l.clone();
-                timed(&s.runtime, iters, 1, move || {
-                    let l = l.clone();
-                    async move {
-                        assert!(!l.try_acquire("denied").await.unwrap().is_allowed());
-                    }
-                })
-            })
-        });
-    }
+    checks(
+        &mut g,
+        &s.runtime,
+        "deny_cache",
+        (&s.cached, "denied", false),
+        1,
+    );
+    checks(
+        &mut g,
+        &s.runtime,
+        "no_deny_cache",
+        (&s.uncached, "denied", false),
+        1,
+    );
     g.finish();
 }
 
@@ -201,17 +218,13 @@ fn sliding_log_denials(c: &mut Criterion) {
             }
             l
         });
-        g.bench_function(format!("limit_{limit}"), |b| {
-            b.iter_custom(|iters| {
-                let (l, key) = (l.clone(), key.clone());
-                timed(&s.runtime, iters, 1, move || {
-                    let (l, key) = (l.clone(), key.clone());
-                    async move {
-                        assert!(!l.try_acquire(&key).await.unwrap().is_allowed());
-                    }
-                })
-            })
-        });
+        checks(
+            &mut g,
+            &s.runtime,
+            &format!("limit_{limit}"),
+            (&l, &key, false),
+            1,
+        );
     }
     g.finish();
 }
