@@ -23,7 +23,7 @@
 //!
 //! - **integers only**, every value below 2^53 (Lua's numbers are doubles): time in
 //!   microseconds of Redis `TIME`, one clock for every client; quotas the scripts cannot hold
-//!   exactly are refused at build time with a [`QuotaError`](tollgate::QuotaError);
+//!   exactly are refused at build time with a [`QuotaError`];
 //! - **all-or-nothing** costs; **denials write nothing** (no replication or AOF traffic from
 //!   a denied hot key); keys expire with relative TTLs once the limiter is full again;
 //! - each algorithm's keys share one hash tag, `{prefix:key}`, so they share a cluster slot;
