@@ -67,6 +67,30 @@ fn the_limiters_on_a_three_primary_cluster() {
         // 60 keys × (3 algorithms with one key + the log with two).
         assert_eq!(per_node.iter().sum::<usize>(), 60 * 5);
 
+        // Keys with braces and binary bytes: the log's two keys still share a slot (the tag
+        // ends at the first `}`, which both keys share), each key its own limiter.
+        let odd: [&[u8]; 6] = [b"", b"{}", b"}", b"a}b{c", b"{x}", &[0, 255, b'}', 10]];
+        for algorithm in Algorithm::ALL {
+            let l = RedisLimiter::builder(target.clone(), algorithm, Quota::per_hour(1).unwrap())
+                .timeout(Duration::from_secs(5))
+                .key_prefix("odd}{")
+                .build()
+                .await
+                .unwrap();
+            for key in odd {
+                assert!(
+                    l.try_acquire(key).await.unwrap().is_allowed(),
+                    "{algorithm:?} {key:?}"
+                );
+            }
+            for key in odd {
+                assert!(
+                    !l.try_acquire(key).await.unwrap().is_allowed(),
+                    "{algorithm:?} {key:?}"
+                );
+            }
+        }
+
         // Eight clients, one hot key, one frozen instant: exactly one limit admitted.
         for algorithm in Algorithm::ALL {
             let quota = Quota::per_minute(64).unwrap();
