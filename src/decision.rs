@@ -131,7 +131,8 @@ impl Decision {
     ///
     /// Values beyond what a `Decision` holds saturate: `remaining` above 2^48 - 1 reads as
     /// 2^48 - 1, durations beyond `u64::MAX` ns read as `u64::MAX` ns (a `retry_after` that
-    /// long reads back one nanosecond shorter, since `u64::MAX` ns means "none").
+    /// long reads back one nanosecond shorter, since `u64::MAX` ns means "none"). `retry_after`
+    /// is dropped for an allowed decision and for one that exceeds capacity.
     ///
     /// ```
     /// use std::time::Duration;
@@ -157,9 +158,10 @@ impl Decision {
         if exceeds_capacity {
             flags |= EXCEEDS;
         }
+        // Only a denial that retrying can cure has a retry, as with every limiter here.
         let retry = match retry_after {
-            None => NO_RETRY,
-            Some(d) => duration_to_nanos(d).min(NO_RETRY - 1),
+            Some(d) if !allowed && !exceeds_capacity => duration_to_nanos(d).min(NO_RETRY - 1),
+            _ => NO_RETRY,
         };
         Decision {
             flags,

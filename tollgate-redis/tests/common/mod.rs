@@ -1,0 +1,433 @@
+//! Real Redis servers for the tests: each test binary starts its own on free loopback ports,
+//! persistence off, and stops them when dropped. No mock anywhere.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tollgate::{
+    Algorithm, Clock, Decision, FixedWindow, Limiter, ManualClock, Quota, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+use tollgate_redis::{BlockingRedisLimiter, RedisLimiter, Target};
+
+/// The message when the servers are not installed: the tests never skip silently.
+const MISSING: &str = "redis-server and redis-cli are needed on PATH for these tests: \
+                       run `bash scripts/test.sh`, which installs them";
+
+fn require(tool: &str) {
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(found, "{tool} not found. {MISSING}");
+}
+
+/// A port free for the server and, for cluster nodes, for its bus (port + 10000).
+fn free_port(with_bus: bool) -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        let port = l.local_addr().unwrap().port();
+        if port > 55_000 {
+            continue;
+        }
+        if !with_bus || TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// One `redis-server` process.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// A standalone server on a free port.
+    pub fn start() -> RedisServer {
+        RedisServer::start_with(free_port(false), Vec::new())
+    }
+
+    fn start_with(port: u16, extra: Vec<String>) -> RedisServer {
+        require("redis-server");
+        require("redis-cli");
+        let dir =
+            std::env::temp_dir().join(format!("tollgate-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut s = RedisServer {
+            port,
+            child: None,
+            dir,
+            extra,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--enable-debug-command", "local"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start redis-server ({e}). {MISSING}"));
+        self.child = Some(child);
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let start = Instant::now();
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "redis-server did not listen on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Listening is not yet serving: wait for a PING to answer.
+        while self.cli(&["PING"]).trim() != "PONG" {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no PONG on {addr}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Runs `redis-cli` against this server; its standard output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("server running").id();
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Kills the server (SIGKILL): every connection drops, all state is lost.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // A paused server ignores SIGKILL until continued on some systems: continue first.
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster of three primaries on loopback, created with `redis-cli --cluster create`.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let mut nodes: Vec<RedisServer> = Vec::new();
+        while nodes.len() < 3 {
+            let port = free_port(true);
+            if nodes.iter().any(|n| n.port == port) {
+                continue;
+            }
+            let conf = format!("nodes-{port}.conf");
+            nodes.push(RedisServer::start_with(
+                port,
+                vec![
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-config-file".into(),
+                    conf,
+                    "--cluster-node-timeout".into(),
+                    "2000".into(),
+                ],
+            ));
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let start = Instant::now();
+        loop {
+            let ok = nodes.iter().all(|n| {
+                let info = n.cli(&["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok") && info.contains("cluster_slots_assigned:16384")
+            });
+            if ok {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "cluster not ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        RedisCluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Keys stored on each node, in node order.
+    pub fn keys_per_node(&self) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .map(|n| n.cli(&["DBSIZE"]).trim().parse().unwrap_or(0))
+            .collect()
+    }
+}
+
+/// The in-process limiter and the Redis one on the same clock; every call goes to both.
+pub struct Both {
+    pub name: String,
+    local: Box<dyn Limiter>,
+    remote: BlockingRedisLimiter,
+    pub key: Vec<u8>,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl Limiter for Both {
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        let local = self.local.try_acquire_n(n);
+        let remote = self
+            .remote
+            .try_acquire_n(&self.key, n)
+            .unwrap_or_else(|e| panic!("{}: Redis failed: {e}", self.name));
+        // Relaxed: a call counter for the failure message; nothing is ordered by it.
+        let call = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            remote, local,
+            "{}: call {call}, n = {n}: Redis (left) and in-process (right) differ",
+            self.name
+        );
+        local
+    }
+}
+
+pub fn both(target: &Target, algorithm: Algorithm, quota: Quota, clock: &ManualClock) -> Both {
+    let local: Box<dyn Limiter> = match algorithm {
+        Algorithm::TokenBucket => Box::new(TokenBucket::with_clock(quota, clock.clone())),
+        Algorithm::FixedWindow => Box::new(FixedWindow::with_clock(quota, clock.clone())),
+        Algorithm::SlidingWindow => Box::new(SlidingWindow::with_clock(quota, clock.clone())),
+        Algorithm::SlidingLog => Box::new(SlidingLog::with_clock(quota, clock.clone())),
+    };
+    let builder = RedisLimiter::builder(target.clone(), algorithm, quota)
+        .test_clock(clock.clone())
+        .deny_cache(0)
+        .timeout(Duration::from_secs(5));
+    let remote = BlockingRedisLimiter::build(builder).expect("build the Redis limiter");
+    Both {
+        name: format!("{algorithm:?} {quota:?}"),
+        local,
+        remote,
+        key: format!("{algorithm:?}/{quota:?}/{}", rand_suffix()).into_bytes(),
+        calls: Default::default(),
+    }
+}
+
+/// A fresh key per subject, so subjects never share state on the one server.
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only uniqueness matters, which fetch_add gives under any ordering.
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn all(target: &Target, quota: Quota) -> Vec<(Both, ManualClock)> {
+    Algorithm::ALL
+        .iter()
+        .map(|&a| {
+            let clock = ManualClock::new();
+            (both(target, a, quota, &clock), clock)
+        })
+        .collect()
+}
+
+pub fn admitted(limiter: &dyn Limiter, n: u64) -> u64 {
+    (0..n)
+        .filter(|_| limiter.try_acquire().is_allowed())
+        .count() as u64
+}
+
+/// SplitMix64: reproducible streams.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// Long random streams (advances, steps back, jumps, costs of every size, 0 and u64::MAX)
+/// on every algorithm and each quota: `Both` asserts identical decisions on every call.
+pub fn random_streams(target: &Target, quotas: &[Quota], steps: usize) {
+    for (qi, &quota) in quotas.iter().enumerate() {
+        for algorithm in Algorithm::ALL {
+            let mut rng = Rng(qi as u64 * 31 + algorithm as u64);
+            let clock = ManualClock::new();
+            let s = both(target, algorithm, quota, &clock);
+            let period = quota.period().as_nanos() as u64;
+            for _ in 0..steps {
+                match rng.below(10) {
+                    0..=4 => clock.advance(Duration::from_nanos(rng.below(period / 2 + 2))),
+                    5 => clock.set(Duration::from_nanos(
+                        clock.now_nanos().saturating_sub(rng.below(period * 2)),
+                    )),
+                    6 => clock.advance(Duration::from_nanos(rng.below(period * 20))),
+                    _ => {}
+                }
+                let n = match rng.below(8) {
+                    0 => 0,
+                    1 => rng.below(quota.limit() * 2 + 2),
+                    2 => u64::MAX - rng.below(3),
+                    _ => 1,
+                };
+                let _ = s.try_acquire_n(n);
+            }
+        }
+    }
+}
+
+/// Eight clients, each with its own connection, on one hot key at one frozen instant of a
+/// test clock: the total cost admitted (client `i`'s call `j` costs `1 + (i + j) % max_cost`).
+pub async fn eight_clients_admitted(
+    target: &Target,
+    algorithm: Algorithm,
+    quota: Quota,
+    calls: u64,
+    max_cost: u64,
+) -> u64 {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(100));
+    let mut tasks = Vec::new();
+    for i in 0..8u64 {
+        let l = RedisLimiter::builder(target.clone(), algorithm, quota)
+            .test_clock(clock.clone())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = 0u64;
+            for j in 0..calls {
+                let cost = 1 + (i + j) % max_cost;
+                if l.try_acquire_n("hot", cost).await.unwrap().is_allowed() {
+                    admitted += cost;
+                }
+            }
+            admitted
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total
+}
+
+/// The quotas of the random streams: round, fractional (3 per 7 s), one per ns, inexact
+/// (999/s), short periods and long logs.
+pub fn stream_quotas() -> Vec<Quota> {
+    vec![
+        Quota::per_second(5).unwrap(),
+        Quota::new(3, Duration::from_secs(7))
+            .unwrap()
+            .with_burst(7)
+            .unwrap(),
+        Quota::new(100, Duration::from_millis(10)).unwrap(),
+        Quota::new(1, Duration::from_nanos(1)).unwrap(),
+        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
+        Quota::per_hour(50_000).unwrap(),
+    ]
+}
+
+/// A naive client-side fixed window, the approach the scripts replace: read the count, then
+/// increment it if below the limit. Two round trips, and clients racing between them both
+/// pass. For the benchmarks' comparison.
+pub async fn naive_fixed_window(
+    conn: &mut redis::aio::ConnectionManager,
+    key: &str,
+    limit: u64,
+) -> bool {
+    let count: Option<u64> = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
+    if count.unwrap_or(0) >= limit {
+        return false;
+    }
+    let (n, _): (u64, bool) = redis::pipe()
+        .cmd("INCR")
+        .arg(key)
+        .cmd("EXPIRE")
+        .arg(key)
+        .arg(60)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n <= limit
+}
