@@ -194,8 +194,8 @@ fn seed_004_three_per_two_seconds() {
 fn seed_002_hundred_slots_of_ten_ms() {
     let clock = ManualClock::new();
     let window =
-        SlidingWindow::with_slots(Quota::per_second(7).unwrap(), 100, clock.clone()).unwrap();
-    let twin = tollgate::baseline::MutexSlidingWindow::with_slots(
+        SlidingWindow::try_with_slots(Quota::per_second(7).unwrap(), 100, clock.clone()).unwrap();
+    let twin = tollgate::baseline::MutexSlidingWindow::try_with_slots(
         Quota::per_second(7).unwrap(),
         100,
         clock.clone(),

@@ -111,25 +111,25 @@ fn clock_step_back_racing_admissions<L: Limiter + 'static>(
 }
 
 fn real1(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(1), c)
+    SlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
 }
 fn twin1(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(1), c)
+    MutexSlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
 }
 fn no_lock1(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
     mutant(Log::params(&quota(1)).expect("valid"), c)
 }
 fn real2(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(2), c)
+    SlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
 }
 fn real3(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(3), c)
+    SlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
 }
 fn twin2(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(2), c)
+    MutexSlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
 }
 fn twin3(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(3), c)
+    MutexSlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
 }
 fn unvalidated2(c: ManualClock) -> RateLimiter<UnvalidatedRead, ManualClock> {
     mutant(Log::params(&quota(2)).expect("valid"), c)

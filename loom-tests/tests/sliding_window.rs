@@ -111,16 +111,16 @@ fn clock_step_back_racing_admissions<L: Limiter + 'static>(
 }
 
 fn real2(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+    SlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
 }
 fn real3(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+    SlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
 fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+    MutexSlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
 }
 fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+    MutexSlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
 fn geometry(limit: u64) -> Geometry {
     Geometry::new(&quota(limit), SLOTS).expect("valid slots")
