@@ -200,7 +200,7 @@ impl Decision {
     ///
     /// ```
     /// # use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
-    /// let log = SlidingLog::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// let log = SlidingLog::try_with_clock(Quota::per_second(10)?, ManualClock::new())?;
     /// assert_eq!(log.try_acquire_n(4).remaining(), 6);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
@@ -345,9 +345,13 @@ mod tests {
         assert_eq!(d.remaining(), REMAINING);
         assert_eq!(d.reset_after(), Duration::from_nanos(u64::MAX));
         assert_eq!(d.retry_after(), None);
-        let long = Decision::from_parts(false, 0, Some(Duration::MAX), Duration::ZERO, true);
+        let long = Decision::from_parts(false, 0, Some(Duration::MAX), Duration::ZERO, false);
         assert_eq!(long.retry_after(), Some(Duration::from_nanos(u64::MAX - 1)));
-        assert!(long.exceeds_capacity() && !long.is_allowed());
+        assert!(!long.exceeds_capacity() && !long.is_allowed());
+        // A cost no wait can cure has no retry, whatever the parts said.
+        let never = Decision::from_parts(false, 0, Some(Duration::MAX), Duration::ZERO, true);
+        assert_eq!(never.retry_after(), None);
+        assert!(never.exceeds_capacity() && !never.is_allowed());
     }
 
     #[test]

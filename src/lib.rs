@@ -10,8 +10,9 @@
 //! | [`SlidingLog`]    | exact: an admission counts while `now - s < period`    | `limit` `AtomicU64`s  |
 //!
 //! Each answers through the [`Limiter`] trait with a [`Decision`]: allowed or not, how many
-//! remain, when to retry, when the limiter is full again. Each has a mutex twin in
-//! [`baseline`], written independently, for differential tests and benchmarks.
+//! remain, when to retry, when the limiter is full again. All four are one generic
+//! [`RateLimiter`] over their algorithm. Each has a mutex twin in [`baseline`], written
+//! independently, for differential tests and benchmarks.
 //!
 //! Per client (IP, API key, route): [`KeyedLimiter`] keeps one limiter per key in a concurrent
 //! map, made on the key's first request with the map's quota or the key's plan
@@ -151,7 +152,7 @@ pub use keyed::loom_model as __keyed_slot_model;
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
-pub use limiter::Limiter;
+pub use limiter::{Limiter, RateLimiter};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 
 /// The README's examples, compiled and run as doc tests.

@@ -21,7 +21,7 @@ use crate::Decision;
 /// let quota = Quota::per_second(5)?;
 /// assert_eq!(admitted(&TokenBucket::with_clock(quota, ManualClock::new()), 10), 5);
 /// assert_eq!(admitted(&FixedWindow::with_clock(quota, ManualClock::new()), 10), 5);
-/// assert_eq!(admitted(&SlidingLog::with_clock(quota, ManualClock::new()), 10), 5);
+/// assert_eq!(admitted(&SlidingLog::try_with_clock(quota, ManualClock::new())?, 10), 5);
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub trait Limiter: Send + Sync {
@@ -66,7 +66,18 @@ pub enum DefaultClock {}
 ///
 /// [`TokenBucket`](crate::TokenBucket), [`FixedWindow`](crate::FixedWindow),
 /// [`SlidingWindow`](crate::SlidingWindow) and [`SlidingLog`](crate::SlidingLog) are this
-/// type over their algorithm; their pages say what each one admits.
+/// type over their algorithm; their pages say what each one admits. Code generic over the
+/// algorithm can name it, or take any [`Limiter`].
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Quota, RateLimiter, TokenBucket};
+///
+/// let bucket: TokenBucket<ManualClock> =
+///     RateLimiter::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// assert!(bucket.try_acquire_n(2).is_allowed());
+/// assert!(!bucket.try_acquire().is_allowed());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
 #[derive(Debug)]
 pub struct RateLimiter<A: Algo, C = DefaultClock> {
     core: Core<A>,

@@ -229,6 +229,30 @@ pub fn drain(limiter: &dyn Limiter, max: u64) -> u64 {
     taken
 }
 
+/// A model body over [`scenario`] whose check is: the racers plus a drain at `settle` admit
+/// exactly `expected` units, so nothing passed over the limit and no admission was lost.
+pub fn exactly_admitted<L: Limiter + 'static>(
+    make: fn(tollgate::ManualClock) -> L,
+    start: Duration,
+    before: &'static [Step],
+    threads: &'static [&'static [Step]],
+    settle: Duration,
+    expected: u64,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        start,
+        before,
+        threads,
+        move |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            clock.set(settle);
+            let after = drain(limiter, expected + 2);
+            assert_eq!(raced + after, expected, "over the limit or lost: {calls:?}");
+        },
+    )
+}
+
 /// One step of a racing thread.
 #[derive(Clone, Copy, Debug)]
 pub enum Step {

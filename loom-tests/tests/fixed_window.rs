@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use loom_tests::mutants::{fixed_window::StoreNewWindow, mutant};
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
+    drain, exactly_admitted, expect_caught, frozen_mixed_costs, frozen_three_units,
     frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{fixed_window::Fixed, Algo, RateLimiter};
@@ -78,17 +78,13 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
 fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         FIVE,
         &[SetClock(FIVE), Acquire(1)],
         &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(FIVE);
-            let after = drain(limiter, 3);
-            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
-        },
+        FIVE,
+        1,
     )
 }
 

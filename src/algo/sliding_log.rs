@@ -264,7 +264,7 @@ pub(crate) type SlidingLogCore = Core<Log>;
 /// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 ///
 /// let clock = ManualClock::new();
-/// let log = SlidingLog::with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone());
+/// let log = SlidingLog::try_with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone())?;
 /// for _ in 0..3 {
 ///     assert!(log.try_acquire().is_allowed());
 ///     clock.advance(Duration::from_millis(300));
@@ -279,43 +279,24 @@ pub type SlidingLog<C = DefaultClock> = RateLimiter<Log, C>;
 
 #[cfg(feature = "std")]
 impl RateLimiter<Log> {
-    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock).
+    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock), or
+    /// [`QuotaError::LogTooLarge`] if its `8 × limit` bytes cannot be allocated.
     ///
-    /// # Panics
-    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
-    /// returns [`QuotaError::LogTooLarge`] instead.
+    /// # Errors
+    /// [`QuotaError::LogTooLarge`].
     ///
     /// ```
     /// use tollgate::{Limiter, Quota, SlidingLog};
-    /// let log = SlidingLog::new(Quota::per_second(100)?);
+    /// let log = SlidingLog::try_new(Quota::per_second(100)?)?;
     /// assert!(log.try_acquire().is_allowed());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(quota: Quota) -> Self {
-        SlidingLog::with_clock(quota, crate::MonotonicClock::new())
+    pub fn try_new(quota: Quota) -> Result<Self, QuotaError> {
+        SlidingLog::try_with_clock(quota, crate::MonotonicClock::new())
     }
 }
 
 impl<C: Clock> RateLimiter<Log, C> {
-    /// A sliding log that reads time from `clock`.
-    ///
-    /// # Panics
-    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
-    /// returns [`QuotaError::LogTooLarge`] instead.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, SlidingLog};
-    /// let log = SlidingLog::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// # let _ = log;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        match SlidingLog::try_with_clock(quota, clock) {
-            Ok(log) => log,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
     /// A sliding log that reads time from `clock`, or [`QuotaError::LogTooLarge`] if its
     /// `8 × limit` bytes cannot be allocated.
     ///

@@ -269,12 +269,12 @@ impl<C: Clock> RateLimiter<Sliding, C> {
     /// ```
     /// use tollgate::{ManualClock, Quota, SlidingWindow};
     /// // 100 slots of 10 ms.
-    /// let w = SlidingWindow::with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
-    /// assert!(SlidingWindow::with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
+    /// let w = SlidingWindow::try_with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
+    /// assert!(SlidingWindow::try_with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
     /// # let _ = w;
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
+    pub fn try_with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
         let core = Core::with_params(Geometry::new(&quota, slots)?)?;
         Ok(RateLimiter::from_core(core, clock))
     }

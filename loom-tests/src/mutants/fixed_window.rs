@@ -4,7 +4,7 @@
 
 use tollgate::__loom::fixed_window::{decide, Fixed};
 use tollgate::__loom::{update, Algo, AtomicU64, Ordering, Step, WindowParams};
-use tollgate::{Decision, QuotaError};
+use tollgate::Decision;
 
 /// PLANTED: decides as the real window, but a request that opens a new window writes it with
 /// a plain store and reports no write to the compare-exchange loop.
@@ -25,16 +25,7 @@ fn store_new_window(word: &AtomicU64, p: &WindowParams, current: u64, now_ns: u6
 pub struct StoreNewWindow;
 
 impl Algo for StoreNewWindow {
-    type Params = WindowParams;
-    type State = AtomicU64;
-
-    fn params(quota: &tollgate::Quota) -> Result<WindowParams, QuotaError> {
-        Fixed::params(quota)
-    }
-
-    fn state(p: &WindowParams) -> Result<AtomicU64, QuotaError> {
-        Fixed::state(p)
-    }
+    same_as!(Fixed);
 
     fn acquire(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> Decision {
         // Relaxed load and CAS: one word, publishing nothing else, its admissions totally

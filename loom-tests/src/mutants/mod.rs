@@ -21,6 +21,23 @@
 use tollgate::__loom::{self, Algo, RateLimiter};
 use tollgate::Clock;
 
+/// The parts of an [`Algo`] a mutant takes from the real algorithm `$real` unchanged: its
+/// parameters, its state and how both are made.
+macro_rules! same_as {
+    ($real:ty) => {
+        type Params = <$real as tollgate::__loom::Algo>::Params;
+        type State = <$real as tollgate::__loom::Algo>::State;
+
+        fn params(quota: &tollgate::Quota) -> Result<Self::Params, tollgate::QuotaError> {
+            <$real as tollgate::__loom::Algo>::params(quota)
+        }
+
+        fn state(params: &Self::Params) -> Result<Self::State, tollgate::QuotaError> {
+            <$real as tollgate::__loom::Algo>::state(params)
+        }
+    };
+}
+
 pub mod fixed_window;
 pub mod sliding_log;
 pub mod sliding_window;

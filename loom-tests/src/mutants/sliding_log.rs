@@ -7,7 +7,7 @@
 
 use tollgate::__loom::sliding_log::{Log, LogParams, LogState, LOCKED};
 use tollgate::__loom::{fence, Algo, Ordering};
-use tollgate::{Decision, QuotaError};
+use tollgate::Decision;
 
 /// The optimistic denial, returned without re-checking `seq`.
 #[derive(Debug)]
@@ -93,16 +93,7 @@ impl Unlocked for LogState {
 }
 
 impl Algo for UnvalidatedRead {
-    type Params = LogParams;
-    type State = LogState;
-
-    fn params(quota: &tollgate::Quota) -> Result<LogParams, QuotaError> {
-        Log::params(quota)
-    }
-
-    fn state(p: &LogParams) -> Result<LogState, QuotaError> {
-        Log::state(p)
-    }
+    same_as!(Log);
 
     fn acquire(state: &LogState, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         Unvalidated::acquire(state, p, now_ns, n)
@@ -110,16 +101,7 @@ impl Algo for UnvalidatedRead {
 }
 
 impl Algo for NoLock {
-    type Params = LogParams;
-    type State = LogState;
-
-    fn params(quota: &tollgate::Quota) -> Result<LogParams, QuotaError> {
-        Log::params(quota)
-    }
-
-    fn state(p: &LogParams) -> Result<LogState, QuotaError> {
-        Log::state(p)
-    }
+    same_as!(Log);
 
     fn acquire(state: &LogState, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         Unlocked::acquire(state, p, now_ns, n)

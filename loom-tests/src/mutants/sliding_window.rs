@@ -5,23 +5,14 @@
 
 use tollgate::__loom::sliding_window::{decide, Geometry, Sliding, SlotRing};
 use tollgate::__loom::{update, Algo, Ordering};
-use tollgate::{Decision, QuotaError};
+use tollgate::Decision;
 
 /// The sliding window with its head loaded, and its CAS failing, `Relaxed`.
 #[derive(Debug)]
 pub struct RelaxedHead;
 
 impl Algo for RelaxedHead {
-    type Params = Geometry;
-    type State = SlotRing;
-
-    fn params(quota: &tollgate::Quota) -> Result<Geometry, QuotaError> {
-        Sliding::params(quota)
-    }
-
-    fn state(g: &Geometry) -> Result<SlotRing, QuotaError> {
-        Sliding::state(g)
-    }
+    same_as!(Sliding);
 
     fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
         // Load Acquire: pairs with the Release of the CAS that moved the head here, so the
@@ -57,16 +48,7 @@ impl Algo for RelaxedHead {
 pub struct RingAfterCas;
 
 impl Algo for RingAfterCas {
-    type Params = Geometry;
-    type State = SlotRing;
-
-    fn params(quota: &tollgate::Quota) -> Result<Geometry, QuotaError> {
-        Sliding::params(quota)
-    }
-
-    fn state(g: &Geometry) -> Result<SlotRing, QuotaError> {
-        Sliding::state(g)
-    }
+    same_as!(Sliding);
 
     fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
         // Load Acquire: pairs with the Release of the CAS that moved the head here, so the

@@ -3,7 +3,7 @@
 
 use tollgate::__loom::token_bucket::{admit_at, allowed, decide_at, refused, ticks, Gcra};
 use tollgate::__loom::{Algo, AtomicU64, GcraParams, Ordering};
-use tollgate::{Decision, QuotaError};
+use tollgate::Decision;
 
 /// PLANTED: the loop of `update` with a plain store where its compare-exchange belongs, so an
 /// admission overwrites whatever was admitted since its load.
@@ -29,16 +29,7 @@ fn load_then_store<T>(
 pub struct LoadStore;
 
 impl Algo for LoadStore {
-    type Params = GcraParams;
-    type State = AtomicU64;
-
-    fn params(quota: &tollgate::Quota) -> Result<GcraParams, QuotaError> {
-        Gcra::params(quota)
-    }
-
-    fn state(p: &GcraParams) -> Result<AtomicU64, QuotaError> {
-        Gcra::state(p)
-    }
+    same_as!(Gcra);
 
     fn acquire(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
         acquire_at(tat, p, ticks(p, now_ns), n)

@@ -272,7 +272,10 @@ pub fn both(target: &Target, algorithm: Algorithm, quota: Quota, clock: &ManualC
         Algorithm::TokenBucket => Box::new(TokenBucket::with_clock(quota, clock.clone())),
         Algorithm::FixedWindow => Box::new(FixedWindow::with_clock(quota, clock.clone())),
         Algorithm::SlidingWindow => Box::new(SlidingWindow::with_clock(quota, clock.clone())),
-        Algorithm::SlidingLog => Box::new(SlidingLog::with_clock(quota, clock.clone())),
+        Algorithm::SlidingLog => Box::new(
+            SlidingLog::try_with_clock(quota, clock.clone())
+                .expect("a test quota the log can hold"),
+        ),
     };
     let builder = RedisLimiter::builder(target.clone(), algorithm, quota)
         .test_clock(clock.clone())
