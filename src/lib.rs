@@ -69,6 +69,7 @@ extern crate alloc;
 
 mod algo;
 mod clock;
+mod config;
 mod decision;
 mod limiter;
 mod quota;
@@ -78,6 +79,10 @@ mod sync;
 pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
+#[cfg(feature = "std")]
+mod metrics;
+#[cfg(feature = "std")]
+mod wait;
 
 /// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
 #[cfg(all(tollgate_loom, feature = "std"))]
@@ -91,6 +96,9 @@ pub use algo::token_bucket::TokenBucket;
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
+#[cfg(all(feature = "serde", feature = "std"))]
+pub use config::{KeyedSettings, SettingsError};
+pub use config::{ParseQuotaError, ParseQuotaErrorKind, QuotaPart};
 pub use decision::Decision;
 /// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
 #[cfg(all(tollgate_loom, feature = "std"))]
@@ -99,7 +107,13 @@ pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 pub use limiter::Limiter;
+#[cfg(feature = "std")]
+pub use metrics::{Metered, MetricsSnapshot};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+#[cfg(feature = "tokio")]
+pub use wait::TokioTimer;
+#[cfg(feature = "std")]
+pub use wait::{ManualSleep, Pacing, Sleep, ThreadSleep, Timer, UntilReady, Wait, WaitError};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

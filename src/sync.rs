@@ -24,6 +24,11 @@ pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 #[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use std::sync::Arc;
 
+/// A process-wide counter in a `static`, outside every lock-free protocol (the metrics pick a
+/// counter stripe with it): always std's, since loom's atomics cannot live in a `static`.
+#[cfg(feature = "std")]
+pub(crate) use core::sync::atomic::AtomicUsize as StaticAtomicUsize;
+
 // The mutex twins' lock. Under loom it is loom's, so a model also explores a thread being
 // preempted between its clock read and taking the lock, as it can be with std's.
 #[cfg(all(tollgate_loom, feature = "std"))]
