@@ -78,6 +78,8 @@ mod sync;
 #[cfg(feature = "std")]
 pub mod baseline;
 #[cfg(feature = "std")]
+mod group;
+#[cfg(feature = "std")]
 mod keyed;
 #[cfg(feature = "std")]
 mod metrics;
@@ -100,6 +102,8 @@ pub use clock::{CoarseClock, MonotonicClock};
 pub use config::{KeyedSettings, SettingsError};
 pub use config::{ParseQuotaError, ParseQuotaErrorKind, QuotaPart};
 pub use decision::Decision;
+#[cfg(feature = "std")]
+pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 /// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
 #[cfg(all(tollgate_loom, feature = "std"))]
 #[doc(hidden)]
@@ -114,6 +118,13 @@ pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 pub use wait::TokioTimer;
 #[cfg(feature = "std")]
 pub use wait::{ManualSleep, Pacing, Sleep, ThreadSleep, Timer, UntilReady, Wait, WaitError};
+
+/// Hooks for the loom models in `loom-tests/` only; loom builds only.
+#[cfg(all(tollgate_loom, feature = "std"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::group::planted_store_rollback;
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
