@@ -268,6 +268,15 @@ impl<C: fmt::Debug> fmt::Debug for Limits<C> {
     }
 }
 
+/// The tighter of the decision so far and member `i`'s (the earlier member on a tie).
+#[inline]
+fn tightest(so_far: Option<(Decision, usize)>, d: Decision, i: usize) -> (Decision, usize) {
+    match so_far {
+        Some((w, j)) if !tighter(&d, &w) => (w, j),
+        _ => (d, i),
+    }
+}
+
 /// Whether `a` is more restrictive than `b` (see [`Limits`]).
 fn tighter(a: &Decision, b: &Decision) -> bool {
     match (a.is_allowed(), b.is_allowed()) {
@@ -350,9 +359,12 @@ impl<C: Clock> Limits<C> {
     /// ```
     pub fn try_acquire_explained(&self, n: u64) -> (Decision, usize) {
         let now = self.clock.now_nanos();
+        // Per member: the word peeked (then the word each charge replaced), and the word to
+        // write (then the word written); bit `i` of `writes` says member `i` has one.
         let mut seen = [0u64; MAX_MEMBERS];
-        let mut wrote: [Option<u64>; MAX_MEMBERS] = [None; MAX_MEMBERS];
-        let mut decisions: [Option<Decision>; MAX_MEMBERS] = [None; MAX_MEMBERS];
+        let mut wrote = [0u64; MAX_MEMBERS];
+        let mut writes = 0u32;
+        let mut worst: Option<(Decision, usize)> = None;
         let mut denied = false;
         // Peek: read-only.
         for (i, m) in self.members.iter().enumerate() {
@@ -361,58 +373,59 @@ impl<C: Clock> Limits<C> {
             let word = m.word.load(Ordering::Relaxed);
             let (d, write) = m.decide(word, now, n);
             denied |= !d.is_allowed();
-            (seen[i], wrote[i], decisions[i]) = (word, write, Some(d));
+            seen[i] = word;
+            if let Some(w) = write {
+                wrote[i] = w;
+                writes |= 1 << i;
+            }
+            worst = Some(tightest(worst, d, i));
         }
-        if !denied {
-            // Charge, in member order.
-            for (i, m) in self.members.iter().enumerate() {
-                let Some(mut target) = wrote[i] else {
-                    continue; // nothing to write (a zero cost)
-                };
-                // Release: a rollback's `Acquire` load that reads this word also sees this
-                // thread's clock reading (see `Member::roll_back`).
-                while let Err(cur) = m.word.compare_exchange_weak(
-                    seen[i],
-                    target,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    let (d, write) = m.decide(cur, now, n);
-                    match write {
-                        Some(t) if d.is_allowed() => {
-                            (seen[i], target, decisions[i]) = (cur, t, Some(d));
-                        }
-                        _ => {
-                            self.roll_back(&seen[..i], &wrote[..i], n);
-                            return (d, i);
+        let (mut worst, mut by) = worst.expect("a group has at least one member");
+        if denied {
+            return (worst, by);
+        }
+        // Charge, in member order.
+        for (i, m) in self.members.iter().enumerate() {
+            if writes & (1 << i) == 0 {
+                continue; // nothing to write (a zero cost)
+            }
+            // Release: a rollback's `Acquire` load that reads this word also sees this
+            // thread's clock reading (see `Member::roll_back`).
+            while let Err(cur) = m.word.compare_exchange_weak(
+                seen[i],
+                wrote[i],
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                let (d, write) = m.decide(cur, now, n);
+                match write {
+                    Some(t) if d.is_allowed() => {
+                        (seen[i], wrote[i]) = (cur, t);
+                        // The member's decision on a later word: it replaces its own peek.
+                        if by == i || tighter(&d, &worst) {
+                            (worst, by) = (d, i);
                         }
                     }
+                    _ => {
+                        self.roll_back(&seen[..i], &wrote[..i], writes, n);
+                        return (d, i);
+                    }
                 }
-                wrote[i] = Some(target);
             }
         }
-        let mut worst = 0;
-        for i in 1..self.members.len() {
-            if tighter(
-                decisions[i].as_ref().unwrap(),
-                decisions[worst].as_ref().unwrap(),
-            ) {
-                worst = i;
-            }
-        }
-        (decisions[worst].unwrap(), worst)
+        (worst, by)
     }
 
     /// Rolls back the charges of the first members, newest first.
     #[cold]
-    fn roll_back(&self, replaced: &[u64], wrote: &[Option<u64>], n: u64) {
+    fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
         #[cfg(tollgate_loom)]
         let store_mutant = self.store_mutant;
         #[cfg(not(tollgate_loom))]
         let store_mutant = false;
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
-            if let Some(w) = wrote[i] {
-                m.roll_back(&self.clock, replaced[i], w, n, store_mutant);
+            if writes & (1 << i) != 0 {
+                m.roll_back(&self.clock, replaced[i], wrote[i], n, store_mutant);
             }
         }
     }
