@@ -103,7 +103,7 @@ use crate::algo::sliding_log::SlidingLogCore;
 use crate::algo::sliding_window::SlidingWindowCore;
 use crate::algo::token_bucket::TokenBucketCore;
 use crate::decision::Decision;
-use crate::quota::{Quota, QuotaError, DEFAULT_SLOTS};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU32, Ordering};
 
 use super::Algorithm;
@@ -150,10 +150,9 @@ impl Slot {
         Ok(match algorithm {
             Algorithm::TokenBucket => Slot::TokenBucket(live(), TokenBucketCore::new(quota)),
             Algorithm::FixedWindow => Slot::FixedWindow(live(), FixedWindowCore::new(quota)),
-            Algorithm::SlidingWindow => Slot::SlidingWindow(
-                live(),
-                Box::new(SlidingWindowCore::new(quota, DEFAULT_SLOTS)?),
-            ),
+            Algorithm::SlidingWindow => {
+                Slot::SlidingWindow(live(), Box::new(SlidingWindowCore::new(quota)))
+            }
             Algorithm::SlidingLog => {
                 Slot::SlidingLog(live(), Box::new(SlidingLogCore::try_new(quota)?))
             }
