@@ -141,7 +141,7 @@ impl Member {
 
     /// The algorithm's pure decision on `word`.
     #[inline]
-    fn decide(&self, word: u64, now_ns: u64, n: u64) -> token_bucket::Step {
+    fn decide(&self, word: u64, now_ns: u64, n: u64) -> crate::algo::Step {
         match &self.rule {
             Rule::Bucket(p) => token_bucket::decide(p, word, now_ns, n),
             Rule::Window(p) => fixed_window::decide(p, word, now_ns, n),
@@ -363,24 +363,12 @@ impl<C: Clock> Limits<C> {
         // write (then the word written); bit `i` of `writes` says member `i` has one.
         let mut seen = [0u64; MAX_MEMBERS];
         let mut wrote = [0u64; MAX_MEMBERS];
-        let mut writes = 0u32;
-        let mut worst: Option<(Decision, usize)> = None;
-        let mut denied = false;
-        // Peek: read-only.
-        for (i, m) in self.members.iter().enumerate() {
-            // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies
-            // on a state the member really had.
-            let word = m.word.load(Ordering::Relaxed);
-            let (d, write) = m.decide(word, now, n);
-            denied |= !d.is_allowed();
-            seen[i] = word;
-            if let Some(w) = write {
-                wrote[i] = w;
-                writes |= 1 << i;
-            }
-            worst = Some(tightest(worst, d, i));
-        }
-        let (mut worst, mut by) = worst.expect("a group has at least one member");
+        let Peeked {
+            mut worst,
+            mut by,
+            denied,
+            writes,
+        } = self.peek_at(now, n, &mut seen, &mut wrote);
         if denied {
             return (worst, by);
         }
@@ -416,6 +404,65 @@ impl<C: Clock> Limits<C> {
         (worst, by)
     }
 
+    /// Decides every member at `now` on a load of its word, writing nothing; records each
+    /// word read and each word to write.
+    #[inline]
+    fn peek_at(
+        &self,
+        now: u64,
+        n: u64,
+        seen: &mut [u64; MAX_MEMBERS],
+        wrote: &mut [u64; MAX_MEMBERS],
+    ) -> Peeked {
+        let mut worst: Option<(Decision, usize)> = None;
+        let (mut denied, mut writes) = (false, 0u32);
+        for (i, m) in self.members.iter().enumerate() {
+            // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies
+            // on a state the member really had.
+            let word = m.word.load(Ordering::Relaxed);
+            let (d, write) = m.decide(word, now, n);
+            denied |= !d.is_allowed();
+            seen[i] = word;
+            if let Some(w) = write {
+                wrote[i] = w;
+                writes |= 1 << i;
+            }
+            worst = Some(tightest(worst, d, i));
+        }
+        let (worst, by) = worst.expect("a group has at least one member");
+        Peeked {
+            worst,
+            by,
+            denied,
+            writes,
+        }
+    }
+
+    /// What [`Limits::try_acquire_explained`] would answer now, charging nothing: every
+    /// member's word read once and decided at one clock reading.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
+    /// let g = Limits::new(ManualClock::new(), [
+    ///     Arc::new(Member::token_bucket(Quota::per_second(10)?)),
+    ///     Arc::new(Member::fixed_window(Quota::per_second(3)?)),
+    /// ])?;
+    /// let (d, by) = g.peek_explained(2);
+    /// assert_eq!((d.remaining(), by), (1, 1));
+    /// assert_eq!(g.peek(3), g.try_acquire_n(3)); // peeking charged nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek_explained(&self, n: u64) -> (Decision, usize) {
+        let Peeked { worst, by, .. } = self.peek_at(
+            self.clock.now_nanos(),
+            n,
+            &mut [0; MAX_MEMBERS],
+            &mut [0; MAX_MEMBERS],
+        );
+        (worst, by)
+    }
+
     /// Rolls back the charges of the first members, newest first.
     #[cold]
     fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
@@ -431,12 +478,24 @@ impl<C: Clock> Limits<C> {
     }
 }
 
+/// What the peek of every member found.
+struct Peeked {
+    worst: Decision,
+    by: usize,
+    denied: bool,
+    writes: u32,
+}
+
 /// The group as one limiter: generic code, [`Wait`](crate::Wait) and
 /// [`Metered`](crate::Metered) work on it.
 impl<C: Clock> Limiter for Limits<C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
         self.try_acquire_explained(n).0
+    }
+
+    fn peek(&self, n: u64) -> Decision {
+        self.peek_explained(n).0
     }
 }
 

@@ -51,6 +51,34 @@ pub trait Limiter: Send + Sync {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     fn try_acquire_n(&self, n: u64) -> Decision;
+
+    /// What [`try_acquire_n(n)`](Limiter::try_acquire_n) would answer now, charging nothing:
+    /// the same decision, fields included, from a read of the state and the pure decision.
+    /// Racing requests may change the answer before a following `try_acquire_n`.
+    ///
+    /// Every tollgate limiter answers exactly. The default, for limiters written elsewhere,
+    /// asks for zero units (which charges nothing) and compares the `remaining` it reports
+    /// with `n`: right about allowed or not, but its denials carry no `retry_after`.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// let b = TokenBucket::with_clock(Quota::per_second(5)?, ManualClock::new());
+    /// let _ = b.try_acquire_n(4);
+    /// assert_eq!(b.peek(1), b.peek(1)); // charges nothing
+    /// assert!(!b.peek(2).is_allowed());
+    /// assert_eq!(b.peek(2), b.try_acquire_n(2)); // the same answer, fields included
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn peek(&self, n: u64) -> Decision {
+        let d = self.try_acquire_n(0);
+        let reset = crate::clock::duration_to_nanos(d.reset_after());
+        if n <= d.remaining() {
+            Decision::allowed(d.remaining() - n, reset)
+        } else {
+            // A pass time past the horizon: no retry_after.
+            Decision::denied(d.remaining(), 0, u64::MAX, reset)
+        }
+    }
 }
 
 /// The clock a limiter reads when none is named: [`MonotonicClock`](crate::MonotonicClock).
@@ -115,5 +143,15 @@ impl<A: Algo, C: Clock> Limiter for RateLimiter<A, C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
         self.core.acquire(self.clock.now_nanos(), n)
+    }
+
+    #[inline]
+    fn peek(&self, n: u64) -> Decision {
+        A::peek(
+            &self.core.state,
+            &self.core.params,
+            self.clock.now_nanos(),
+            n,
+        )
     }
 }

@@ -254,6 +254,12 @@ impl<L: Limiter> Limiter for Metered<L> {
         self.record(n, &d);
         d
     }
+
+    /// The wrapped limiter's peek; not counted (nothing was decided).
+    #[inline]
+    fn peek(&self, n: u64) -> Decision {
+        self.inner.peek(n)
+    }
 }
 
 mod keyed {

@@ -114,6 +114,13 @@ impl Algo for Fixed {
         );
         decision
     }
+
+    /// One load and [`decide`].
+    #[inline]
+    fn peek(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> Decision {
+        // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
+        decide(p, word.load(Ordering::Relaxed), now_ns, n).0
+    }
 }
 
 impl AlwaysFits for Fixed {}

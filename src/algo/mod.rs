@@ -48,6 +48,10 @@ pub trait Algo {
 
     /// Decides one request of cost `n` at `now_ns` and commits its writes to `state`.
     fn acquire(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
+
+    /// What `acquire` would decide now, writing nothing: a read of `state` and the pure
+    /// decision.
+    fn peek(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
 }
 
 /// An [`Algo`] whose parameters and state exist for every validated [`Quota`]: its

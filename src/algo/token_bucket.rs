@@ -138,6 +138,13 @@ impl Algo for Gcra {
         );
         decide(p, decided_on, now_ns, n).0
     }
+
+    /// One load and [`decide`].
+    #[inline]
+    fn peek(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
+        // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
+        decide(p, tat.load(Ordering::Relaxed), now_ns, n).0
+    }
 }
 
 impl AlwaysFits for Gcra {}

@@ -85,7 +85,20 @@ impl<C: Clock> MutexSlidingWindow<C> {
 impl<C: Clock> Limiter for MutexSlidingWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
-        let mut slots = lock(&self.slots);
+        self.answer(&mut lock(&self.slots), now_ns, n)
+    }
+
+    /// The same answer on a copy of the state: nothing is charged.
+    fn peek(&self, n: u64) -> Decision {
+        let now_ns = self.clock.now_nanos();
+        let mut copy = lock(&self.slots).clone();
+        self.answer(&mut copy, now_ns, n)
+    }
+}
+
+impl<C> MutexSlidingWindow<C> {
+    /// One request of cost `n` at `now_ns` on the locked state `slots`.
+    fn answer(&self, slots: &mut VecDeque<(u64, u64)>, now_ns: u64, n: u64) -> Decision {
         // Time stands still until the clock passes the newest slot.
         let newest = slots.back().map_or(0, |&(e, _)| e);
         let cur = (clamp(now_ns) / self.slot_len).max(newest);
