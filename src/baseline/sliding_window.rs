@@ -109,7 +109,7 @@ impl<C> MutexSlidingWindow<C> {
                 .map(|&(_, c)| c)
                 .sum()
         };
-        let used = count_at(&slots, cur);
+        let used = count_at(slots, cur);
         let left = self.limit.saturating_sub(used);
         let reset_of = |slots: &VecDeque<(u64, u64)>| {
             slots
@@ -121,7 +121,7 @@ impl<C> MutexSlidingWindow<C> {
                 })
         };
         if n > self.limit {
-            return Decision::exceeds(left, reset_of(&slots));
+            return Decision::exceeds(left, reset_of(slots));
         }
         if n <= left {
             if n > 0 {
@@ -133,13 +133,13 @@ impl<C> MutexSlidingWindow<C> {
                     slots.pop_front();
                 }
             }
-            return Decision::allowed(left - n, reset_of(&slots));
+            return Decision::allowed(left - n, reset_of(slots));
         }
         // Walk forward slot by slot until enough has left the window.
         let mut at = cur + 1;
-        while count_at(&slots, at) + n > self.limit {
+        while count_at(slots, at) + n > self.limit {
             at += 1;
         }
-        Decision::denied(left, now_ns, at * self.slot_len, reset_of(&slots))
+        Decision::denied(left, now_ns, at * self.slot_len, reset_of(slots))
     }
 }

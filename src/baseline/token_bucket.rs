@@ -77,7 +77,7 @@ impl<C: Clock> Limiter for MutexTokenBucket<C> {
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
-        let mut copy = lock(&self.full_at).clone();
+        let mut copy = *lock(&self.full_at);
         self.answer(&mut copy, now_ns, n)
     }
 }
