@@ -148,6 +148,33 @@ impl Member {
         }
     }
 
+    /// Gives back up to `n` units at `now_ns`, as the member's algorithm does (see
+    /// [`Limiter::refund`]); the units given back.
+    fn refund(&self, now_ns: u64, n: u64) -> u64 {
+        let mut cur = self.word.load(Ordering::Relaxed);
+        loop {
+            let (given, new) = match &self.rule {
+                Rule::Bucket(p) => {
+                    let now = now_ns.min(HORIZON) * u64::from(p.scale);
+                    token_bucket::refunded(p, cur, now, n)
+                }
+                Rule::Window(p) => fixed_window::refunded(p, cur, now_ns, n),
+            };
+            let Some(new) = new else {
+                return given;
+            };
+            // Release: as a rollback (see `Member::roll_back`). Relaxed load and failure: a
+            // stale word only makes this compare-exchange fail.
+            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return given,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
     /// Undoes a charge of `n` that replaced `replaced` with `wrote` (see the module docs).
     fn roll_back<C: Clock>(
         &self,
@@ -496,6 +523,17 @@ impl<C: Clock> Limiter for Limits<C> {
 
     fn peek(&self, n: u64) -> Decision {
         self.peek_explained(n).0
+    }
+
+    /// Gives back up to `n` units to every member (see [`Limiter::refund`] for what each
+    /// algorithm gives back); returns the fewest any member took back.
+    fn refund(&self, n: u64) -> u64 {
+        let now = self.clock.now_nanos();
+        self.members
+            .iter()
+            .map(|m| m.refund(now, n))
+            .min()
+            .unwrap_or(0)
     }
 }
 

@@ -260,6 +260,11 @@ impl<L: Limiter> Limiter for Metered<L> {
     fn peek(&self, n: u64) -> Decision {
         self.inner.peek(n)
     }
+
+    /// The wrapped limiter's refund; the counts stay (the decision was made).
+    fn refund(&self, n: u64) -> u64 {
+        self.inner.refund(n)
+    }
 }
 
 mod keyed {

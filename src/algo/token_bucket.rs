@@ -100,6 +100,17 @@ pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64
     (new_tat - now <= p.capacity).then_some(new_tat)
 }
 
+/// A refund of `n` on `tat` at `now` (ticks): the whole tokens given back and the new `tat`,
+/// never before `now` (a bucket is never fuller than full). Pure.
+#[inline]
+pub(crate) fn refunded(p: &GcraParams, tat: u64, now: u64, n: u64) -> (u64, Option<u64>) {
+    if tat <= now || n == 0 {
+        return (0, None); // full: nothing to give back
+    }
+    let new = tat.saturating_sub(n.saturating_mul(p.interval)).max(now);
+    ((tat - new) / p.interval, Some(new))
+}
+
 /// The token bucket: parameters [`GcraParams`], state one `tat` word.
 #[derive(Debug)]
 pub struct Gcra;
@@ -144,6 +155,20 @@ impl Algo for Gcra {
     fn peek(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
         // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
         decide(p, tat.load(Ordering::Relaxed), now_ns, n).0
+    }
+
+    /// `tat` back by `n` tokens, never before now; the whole tokens it moved.
+    fn refund(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> u64 {
+        let now = now_ns.min(HORIZON) * u64::from(p.scale);
+        // Relaxed load and CAS: the one word publishes nothing (see the module's orderings).
+        let (given, _) = update(
+            tat,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |tat| refunded(p, tat, now, n),
+        );
+        given
     }
 }
 

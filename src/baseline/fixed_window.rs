@@ -75,6 +75,17 @@ impl<C: Clock> Limiter for MutexFixedWindow<C> {
         let mut copy = lock(&self.counter).clone();
         self.answer(&mut copy, now_ns, n)
     }
+
+    fn refund(&self, n: u64) -> u64 {
+        let window = clamp(self.clock.now_nanos()) / self.period;
+        let mut c = lock(&self.counter);
+        if window > c.window {
+            return 0; // a new window: nothing of it was charged yet
+        }
+        let given = n.min(c.count);
+        c.count -= given;
+        given
+    }
 }
 
 impl<C> MutexFixedWindow<C> {

@@ -80,6 +80,20 @@ impl<C: Clock> Limiter for MutexTokenBucket<C> {
         let mut copy = *lock(&self.full_at);
         self.answer(&mut copy, now_ns, n)
     }
+
+    fn refund(&self, n: u64) -> u64 {
+        let now = u128::from(clamp(self.clock.now_nanos())) * self.ticks_per_ns;
+        let mut full_at = lock(&self.full_at);
+        if *full_at <= now {
+            return 0;
+        }
+        let back = (*full_at)
+            .saturating_sub(u128::from(n) * self.per_token)
+            .max(now);
+        let given = (*full_at - back) / self.per_token;
+        *full_at = back;
+        given as u64
+    }
 }
 
 impl<C> MutexTokenBucket<C> {
