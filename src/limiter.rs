@@ -106,8 +106,9 @@ pub trait Limiter: Send + Sync {
     /// let b = TokenBucket::with_clock(Quota::per_second(5)?, ManualClock::new());
     /// assert!(b.try_acquire_n(5).is_allowed());
     /// assert_eq!(b.refund(2), 2); // two requests failed upstream: their tokens come back
-    /// assert_eq!(b.try_acquire_n(3).remaining(), 0);
-    /// assert_eq!(b.refund(9), 3); // never beyond the burst of 5
+    /// assert_eq!(b.try_acquire_n(2).remaining(), 0);
+    /// assert_eq!(b.refund(9), 5); // never beyond the burst of 5
+    /// assert_eq!(b.refund(1), 0); // full
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     fn refund(&self, n: u64) -> u64 {
