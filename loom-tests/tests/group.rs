@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use loom_tests::{expect_caught, model, scenario, Calls, Step};
+use loom_tests::{admitted_units, expect_caught, model, scenario, Calls, Step};
 use tollgate::__loom::planted_store_rollback;
 use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
@@ -54,12 +54,7 @@ fn charged_exactly(
         &[SetClock(AT), Acquire(1)],
         &[&[Acquire(1)], &[Acquire(1)]],
         |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
-            let admitted: u64 = calls
-                .iter()
-                .flatten()
-                .filter(|(_, d)| d.is_allowed())
-                .map(|(n, _)| n)
-                .sum();
+            let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "the window had 1 left: {calls:?}");
             let m = limits.members();
             assert_eq!(
@@ -88,12 +83,7 @@ fn frozen_all_or_nothing(
         &[],
         threads,
         move |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
-            let admitted: u64 = calls
-                .iter()
-                .flatten()
-                .filter(|(_, d)| d.is_allowed())
-                .map(|(n, _)| n)
-                .sum();
+            let admitted = admitted_units(calls);
             assert!(
                 serial.contains(&admitted),
                 "no serial order admits {admitted}: {calls:?}"
