@@ -151,6 +151,7 @@ impl Member {
     /// Gives back up to `n` units at `now_ns`, as the member's algorithm does (see
     /// [`Limiter::refund`]); the units given back.
     fn refund(&self, now_ns: u64, n: u64) -> u64 {
+        // Relaxed: a stale word only makes the compare-exchange below fail.
         let mut cur = self.word.load(Ordering::Relaxed);
         loop {
             let (given, new) = match &self.rule {

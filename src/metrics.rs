@@ -374,6 +374,7 @@ impl<L> Metered<L> {
     fn per_stripe(&self) -> std::vec::Vec<u64> {
         self.stripes
             .iter()
+            // Relaxed: read after the counting threads joined.
             .map(|s| s.allowed.load(Ordering::Relaxed) + s.denied.load(Ordering::Relaxed))
             .collect()
     }
