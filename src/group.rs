@@ -305,24 +305,29 @@ fn tightest(so_far: Option<(Decision, usize)>, d: Decision, i: usize) -> (Decisi
     }
 }
 
-/// Whether `a` is more restrictive than `b` (see [`Limits`]).
+/// Whether `a` is more restrictive than `b` (see [`Limits`]): a denial over an admission;
+/// between denials a cost above capacity, then no retry, then the longer retry; between
+/// admissions fewer remaining, then the longer reset. Each field is read only when the ones
+/// before it tie.
+#[inline]
 fn tighter(a: &Decision, b: &Decision) -> bool {
     match (a.is_allowed(), b.is_allowed()) {
         (false, true) => true,
         (true, false) => false,
         (true, true) => {
-            (a.remaining(), core::cmp::Reverse(a.reset_after()))
-                < (b.remaining(), core::cmp::Reverse(b.reset_after()))
+            let (ra, rb) = (a.remaining(), b.remaining());
+            ra < rb || (ra == rb && a.reset_after() > b.reset_after())
         }
         (false, false) => {
-            let wait = |d: &Decision| {
-                (
-                    d.exceeds_capacity(),
-                    d.retry_after().is_none(),
-                    d.retry_after(),
-                )
-            };
-            wait(a) > wait(b)
+            let (ea, eb) = (a.exceeds_capacity(), b.exceeds_capacity());
+            if ea != eb {
+                return ea;
+            }
+            match (a.retry_after(), b.retry_after()) {
+                (None, Some(_)) => true,
+                (Some(x), Some(y)) => x > y,
+                _ => false,
+            }
         }
     }
 }
