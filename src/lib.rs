@@ -74,6 +74,7 @@ extern crate alloc;
 
 mod algo;
 mod clock;
+mod config;
 mod decision;
 mod limiter;
 mod quota;
@@ -82,9 +83,14 @@ mod sync;
 #[cfg(feature = "std")]
 pub mod baseline;
 #[cfg(feature = "std")]
+mod group;
+#[cfg(feature = "std")]
 mod keyed;
 #[cfg(feature = "std")]
 mod leased;
+mod metrics;
+#[cfg(feature = "std")]
+mod wait;
 
 /// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
 /// builds only, not part of the API.
@@ -143,7 +149,12 @@ pub use algo::token_bucket::TokenBucket;
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
+#[cfg(all(feature = "serde", feature = "std"))]
+pub use config::{KeyedSettings, SettingsError};
+pub use config::{ParseQuotaError, ParseQuotaErrorKind, QuotaPart};
 pub use decision::Decision;
+#[cfg(feature = "std")]
+pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 /// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
 #[cfg(all(tollgate_loom, feature = "std"))]
 #[doc(hidden)]
@@ -153,7 +164,20 @@ pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{Limiter, RateLimiter};
+#[cfg(feature = "std")]
+pub use metrics::{Metered, MetricsSnapshot};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+#[cfg(feature = "tokio")]
+pub use wait::TokioTimer;
+#[cfg(feature = "std")]
+pub use wait::{ManualSleep, Pacing, Sleep, ThreadSleep, Timer, UntilReady, Wait, WaitError};
+
+/// Hooks for the loom models in `loom-tests/` only; loom builds only.
+#[cfg(all(tollgate_loom, feature = "std"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::group::planted_store_rollback;
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

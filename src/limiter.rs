@@ -51,6 +51,70 @@ pub trait Limiter: Send + Sync {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     fn try_acquire_n(&self, n: u64) -> Decision;
+
+    /// What [`try_acquire_n(n)`](Limiter::try_acquire_n) would answer now, charging nothing:
+    /// the same decision, fields included, from a read of the state and the pure decision.
+    /// Racing requests may change the answer before a following `try_acquire_n`.
+    ///
+    /// Every tollgate limiter answers exactly. The default, for limiters written elsewhere,
+    /// asks for zero units (which charges nothing) and compares the `remaining` it reports
+    /// with `n`: right about allowed or not, but its denials carry no `retry_after`.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// let b = TokenBucket::with_clock(Quota::per_second(5)?, ManualClock::new());
+    /// let _ = b.try_acquire_n(4);
+    /// assert_eq!(b.peek(1), b.peek(1)); // charges nothing
+    /// assert!(!b.peek(2).is_allowed());
+    /// assert_eq!(b.peek(2), b.try_acquire_n(2)); // the same answer, fields included
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn peek(&self, n: u64) -> Decision {
+        let d = self.try_acquire_n(0);
+        let reset = crate::clock::duration_to_nanos(d.reset_after());
+        if n <= d.remaining() {
+            Decision::allowed(d.remaining() - n, reset)
+        } else {
+            // A pass time past the horizon: no retry_after.
+            Decision::denied(d.remaining(), 0, u64::MAX, reset)
+        }
+    }
+
+    /// Gives back up to `n` units charged for work that did not happen (a request that failed
+    /// before it used its share), and returns how many whole units were given back. Never
+    /// beyond the limiter's capacity.
+    ///
+    /// | limiter | what a refund does |
+    /// |---|---|
+    /// | token bucket | moves `tat` back by `n` tokens, never before now (so never above the burst) |
+    /// | fixed window | lowers the current window's count by up to `n`; nothing once the window has moved on |
+    /// | sliding window, sliding log | nothing (returns 0): see below |
+    ///
+    /// Where it cannot be exact: a limiter's state does not record when each unit was
+    /// charged. A token bucket that has refilled completely since the charge already had the
+    /// tokens back, and a refund adds them again (up to the burst). A fixed window cannot tell
+    /// a charge made in the current window from one made in an earlier window while another
+    /// request has already started the current one; refunding the latter would let the current
+    /// window admit `n` more than its limit. So refund right after the charge, in the same
+    /// window (as [`Limits`](crate::Limits) does with its own receipts). The sliding
+    /// algorithms spread a charge over slots or log entries that a count alone cannot take
+    /// back without letting a later period admit more than its limit: they refund nothing.
+    /// The default, for limiters written elsewhere, refunds nothing.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// let b = TokenBucket::with_clock(Quota::per_second(5)?, ManualClock::new());
+    /// assert!(b.try_acquire_n(5).is_allowed());
+    /// assert_eq!(b.refund(2), 2); // two requests failed upstream: their tokens come back
+    /// assert_eq!(b.try_acquire_n(2).remaining(), 0);
+    /// assert_eq!(b.refund(9), 5); // never beyond the burst of 5
+    /// assert_eq!(b.refund(1), 0); // full
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn refund(&self, n: u64) -> u64 {
+        let _ = n;
+        0
+    }
 }
 
 /// The clock a limiter reads when none is named: [`MonotonicClock`](crate::MonotonicClock).
@@ -132,5 +196,24 @@ impl<A: Algo, C: Clock> Limiter for RateLimiter<A, C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
         self.core.acquire(self.clock.now_nanos(), n)
+    }
+
+    #[inline]
+    fn peek(&self, n: u64) -> Decision {
+        A::peek(
+            &self.core.state,
+            &self.core.params,
+            self.clock.now_nanos(),
+            n,
+        )
+    }
+
+    fn refund(&self, n: u64) -> u64 {
+        A::refund(
+            &self.core.state,
+            &self.core.params,
+            self.clock.now_nanos(),
+            n,
+        )
     }
 }

@@ -30,6 +30,11 @@ pub(crate) use std::sync::Arc;
 #[cfg(feature = "std")]
 pub(crate) use portable_atomic::AtomicU64 as StaticAtomicU64;
 
+/// A process-wide counter in a `static`, outside every lock-free protocol (the metrics pick a
+/// counter stripe with it): always std's, since loom's atomics cannot live in a `static`.
+#[cfg(feature = "std")]
+pub(crate) use core::sync::atomic::AtomicUsize as StaticAtomicUsize;
+
 // The mutex twins' lock. Under loom it is loom's, so a model also explores a thread being
 // preempted between its clock read and taking the lock, as it can be with std's.
 #[cfg(all(tollgate_loom, feature = "std"))]

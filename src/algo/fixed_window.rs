@@ -81,6 +81,16 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     }
 }
 
+/// A refund of `n` on `word` at `now_ns`: the units given back and the new word. Only the
+/// current window's count goes down; a word of an earlier window has nothing of it. Pure.
+#[inline]
+pub(crate) fn refunded(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> (u64, Option<u64>) {
+    let count = word & count_mask(p.count_bits);
+    let stale = now_ns.min(HORIZON) / p.len > word >> p.count_bits;
+    let given = if stale { 0 } else { n.min(count) };
+    (given, (given > 0).then_some(word - given))
+}
+
 /// The fixed window: parameters [`WindowParams`] (one slot), state one packed word.
 #[derive(Debug)]
 pub struct Fixed;
@@ -113,6 +123,26 @@ impl Algo for Fixed {
             |word| decide(p, word, now_ns, n),
         );
         decision
+    }
+
+    /// One load and [`decide`].
+    #[inline]
+    fn peek(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> Decision {
+        // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
+        decide(p, word.load(Ordering::Relaxed), now_ns, n).0
+    }
+
+    /// The current window's count down by up to `n`; nothing once the window has moved on.
+    fn refund(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> u64 {
+        // Relaxed load and CAS: one word, publishing nothing (see the module's orderings).
+        let (given, _) = update(
+            word,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |word| refunded(p, word, now_ns, n),
+        );
+        given
     }
 }
 

@@ -48,6 +48,17 @@ pub trait Algo {
 
     /// Decides one request of cost `n` at `now_ns` and commits its writes to `state`.
     fn acquire(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
+
+    /// What `acquire` would decide now, writing nothing: a read of `state` and the pure
+    /// decision.
+    fn peek(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
+
+    /// Gives back up to `n` units at `now_ns` (see `Limiter::refund`); returns the whole
+    /// units given back. The default gives back nothing.
+    fn refund(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> u64 {
+        let _ = (state, params, now_ns, n);
+        0
+    }
 }
 
 /// An [`Algo`] whose parameters and state exist for every validated [`Quota`]: its

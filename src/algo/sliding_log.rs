@@ -183,6 +183,26 @@ impl LogState {
         self.acquire_locked(p, now_ns, n)
     }
 
+    /// The decision on a consistent snapshot, writing nothing: the optimistic read of
+    /// `acquire`, retried while an admission holds the lock or lands during the read.
+    fn peek(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: pairs with the unlocking Release store, so its entries are seen.
+            let seq = self.seq.load(Ordering::Acquire);
+            if seq & LOCKED == 0 {
+                let (decision, _) = self.read_and_decide(p, seq >> 1, now_ns, n);
+                // Acquire fence: the entry loads above happen before the re-check below.
+                fence(Ordering::Acquire);
+                // Relaxed: ordered by the fence; unchanged means the snapshot was consistent.
+                if self.seq.load(Ordering::Relaxed) == seq {
+                    return decision;
+                }
+            }
+            backoff.snooze();
+        }
+    }
+
     /// Takes the lock, then decides and records: the path when the optimistic one fails.
     #[cold]
     pub fn acquire_locked(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
@@ -247,6 +267,11 @@ impl Algo for Log {
     #[inline]
     fn acquire(state: &LogState, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         state.acquire(p, now_ns, n)
+    }
+
+    #[inline]
+    fn peek(state: &LogState, p: &LogParams, now_ns: u64, n: u64) -> Decision {
+        state.peek(p, now_ns, n)
     }
 }
 

@@ -227,6 +227,17 @@ impl Algo for Sliding {
         );
         decision
     }
+
+    /// The head and the ring read as `acquire` reads them, and [`decide`]; the slot it would
+    /// finish is not written.
+    #[inline]
+    fn peek(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
+        // Acquire: as in `acquire`, the ring entries of the slots the head finished are seen.
+        let head = s.head.load(Ordering::Acquire);
+        // Relaxed: ordered after the Acquire head load; see the module's orderings.
+        let ring = |i: usize| s.ring[i].load(Ordering::Relaxed);
+        decide(g, head, ring, now_ns, n).0
+    }
 }
 
 impl AlwaysFits for Sliding {}

@@ -171,6 +171,17 @@ fn acquire_scaled(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decis
     acquire_at(tat, p, ticks(p, now_ns), n)
 }
 
+/// A refund of `n` on `tat` at `now` (ticks): the whole tokens given back and the new `tat`,
+/// never before `now` (a bucket is never fuller than full). Pure.
+#[inline]
+pub(crate) fn refunded(p: &GcraParams, tat: u64, now: u64, n: u64) -> (u64, Option<u64>) {
+    if tat <= now || n == 0 {
+        return (0, None); // full: nothing to give back
+    }
+    let new = tat.saturating_sub(n.saturating_mul(p.interval)).max(now);
+    ((tat - new) / p.interval, Some(new))
+}
+
 /// The token bucket: parameters [`GcraParams`], state one `tat` word.
 #[derive(Debug)]
 pub struct Gcra;
@@ -202,6 +213,27 @@ impl Algo for Gcra {
             return acquire_scaled(tat, p, now_ns, n);
         }
         acquire_at(tat, p, now_ns, n)
+    }
+
+    /// One load and [`decide`].
+    #[inline]
+    fn peek(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
+        // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
+        decide(p, tat.load(Ordering::Relaxed), now_ns, n).0
+    }
+
+    /// `tat` back by `n` tokens, never before now; the whole tokens it moved.
+    fn refund(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> u64 {
+        let now = ticks(p, now_ns);
+        // Relaxed load and CAS: the one word publishes nothing (see the module's orderings).
+        let (given, _) = update(
+            tat,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |tat| refunded(p, tat, now, n),
+        );
+        given
     }
 }
 

@@ -5,7 +5,7 @@ use crate::sync::Mutex;
 use super::{clamp, lock};
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Counter {
     window: u64,
     count: u64,
@@ -66,7 +66,31 @@ impl<C: Clock> MutexFixedWindow<C> {
 impl<C: Clock> Limiter for MutexFixedWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
+        self.answer(&mut lock(&self.counter), now_ns, n)
+    }
+
+    /// The same answer on a copy of the state: nothing is charged.
+    fn peek(&self, n: u64) -> Decision {
+        let now_ns = self.clock.now_nanos();
+        let mut copy = lock(&self.counter).clone();
+        self.answer(&mut copy, now_ns, n)
+    }
+
+    fn refund(&self, n: u64) -> u64 {
+        let window = clamp(self.clock.now_nanos()) / self.period;
         let mut c = lock(&self.counter);
+        if window > c.window {
+            return 0; // a new window: nothing of it was charged yet
+        }
+        let given = n.min(c.count);
+        c.count -= given;
+        given
+    }
+}
+
+impl<C> MutexFixedWindow<C> {
+    /// One request of cost `n` at `now_ns` on the locked state `c`.
+    fn answer(&self, c: &mut Counter, now_ns: u64, n: u64) -> Decision {
         // A later window starts from zero; an earlier one (time went back) counts against the
         // stored one. Only an admission changes the fields.
         let window = (clamp(now_ns) / self.period).max(c.window);

@@ -77,7 +77,20 @@ impl<C: Clock> MutexSlidingLog<C> {
 impl<C: Clock> Limiter for MutexSlidingLog<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
-        let mut times = lock(&self.times);
+        self.answer(&mut lock(&self.times), now_ns, n)
+    }
+
+    /// The same answer on a copy of the state: nothing is charged.
+    fn peek(&self, n: u64) -> Decision {
+        let now_ns = self.clock.now_nanos();
+        let mut copy = lock(&self.times).clone();
+        self.answer(&mut copy, now_ns, n)
+    }
+}
+
+impl<C> MutexSlidingLog<C> {
+    /// One request of cost `n` at `now_ns` on the locked state `times`.
+    fn answer(&self, times: &mut VecDeque<u64>, now_ns: u64, n: u64) -> Decision {
         let newest = times.back().copied();
         // Time stands still until the clock passes the newest admission.
         let now = clamp(now_ns).max(newest.unwrap_or(0));

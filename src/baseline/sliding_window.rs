@@ -85,7 +85,20 @@ impl<C: Clock> MutexSlidingWindow<C> {
 impl<C: Clock> Limiter for MutexSlidingWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
-        let mut slots = lock(&self.slots);
+        self.answer(&mut lock(&self.slots), now_ns, n)
+    }
+
+    /// The same answer on a copy of the state: nothing is charged.
+    fn peek(&self, n: u64) -> Decision {
+        let now_ns = self.clock.now_nanos();
+        let mut copy = lock(&self.slots).clone();
+        self.answer(&mut copy, now_ns, n)
+    }
+}
+
+impl<C> MutexSlidingWindow<C> {
+    /// One request of cost `n` at `now_ns` on the locked state `slots`.
+    fn answer(&self, slots: &mut VecDeque<(u64, u64)>, now_ns: u64, n: u64) -> Decision {
         // Time stands still until the clock passes the newest slot.
         let newest = slots.back().map_or(0, |&(e, _)| e);
         let cur = (clamp(now_ns) / self.slot_len).max(newest);
@@ -96,7 +109,7 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
                 .map(|&(_, c)| c)
                 .sum()
         };
-        let used = count_at(&slots, cur);
+        let used = count_at(slots, cur);
         let left = self.limit.saturating_sub(used);
         let reset_of = |slots: &VecDeque<(u64, u64)>| {
             slots
@@ -108,7 +121,7 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
                 })
         };
         if n > self.limit {
-            return Decision::exceeds(left, reset_of(&slots));
+            return Decision::exceeds(left, reset_of(slots));
         }
         if n <= left {
             if n > 0 {
@@ -120,13 +133,13 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
                     slots.pop_front();
                 }
             }
-            return Decision::allowed(left - n, reset_of(&slots));
+            return Decision::allowed(left - n, reset_of(slots));
         }
         // Walk forward slot by slot until enough has left the window.
         let mut at = cur + 1;
-        while count_at(&slots, at) + n > self.limit {
+        while count_at(slots, at) + n > self.limit {
             at += 1;
         }
-        Decision::denied(left, now_ns, at * self.slot_len, reset_of(&slots))
+        Decision::denied(left, now_ns, at * self.slot_len, reset_of(slots))
     }
 }

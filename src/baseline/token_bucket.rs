@@ -71,7 +71,34 @@ impl<C: Clock> MutexTokenBucket<C> {
 impl<C: Clock> Limiter for MutexTokenBucket<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         let now_ns = self.clock.now_nanos();
+        self.answer(&mut lock(&self.full_at), now_ns, n)
+    }
+
+    /// The same answer on a copy of the state: nothing is charged.
+    fn peek(&self, n: u64) -> Decision {
+        let now_ns = self.clock.now_nanos();
+        let mut copy = *lock(&self.full_at);
+        self.answer(&mut copy, now_ns, n)
+    }
+
+    fn refund(&self, n: u64) -> u64 {
+        let now = u128::from(clamp(self.clock.now_nanos())) * self.ticks_per_ns;
         let mut full_at = lock(&self.full_at);
+        if *full_at <= now {
+            return 0;
+        }
+        let back = (*full_at)
+            .saturating_sub(u128::from(n) * self.per_token)
+            .max(now);
+        let given = (*full_at - back) / self.per_token;
+        *full_at = back;
+        given as u64
+    }
+}
+
+impl<C> MutexTokenBucket<C> {
+    /// One request of cost `n` at `now_ns` on the locked state `full_at`.
+    fn answer(&self, full_at: &mut u128, now_ns: u64, n: u64) -> Decision {
         let now = u128::from(clamp(now_ns)) * self.ticks_per_ns;
         let to_ns = |ticks: u128| ticks.div_ceil(self.ticks_per_ns) as u64;
         let capacity = self.burst * self.per_token;

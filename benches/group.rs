@@ -1,0 +1,129 @@
+//! `Limits`: what checking several limits all or nothing costs against one limiter's check,
+//! on the default clock.
+//!
+//! ```text
+//! nice -n 10 cargo bench --bench group -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Groups (compare ratios within one run: the machine is shared and noisy):
+//! - `group/allowed`: every request admitted (quotas of 10^9 per second): one `TokenBucket`,
+//!   a group of one bucket, and a group of three (two buckets and a fixed window);
+//! - `group/denied`: every request denied, by the last member of three (the first two
+//!   admit), against one denying `TokenBucket`: the peek writes nothing;
+//! - `group/threads`: two threads on one shared group of three against two threads on one
+//!   shared bucket (requests per second in total).
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tollgate::{Limiter, Limits, Member, MonotonicClock, Quota, TokenBucket};
+
+fn open() -> Quota {
+    Quota::per_second(1_000_000_000).unwrap()
+}
+
+/// A quota that is exhausted after one request and refills once an hour.
+fn shut() -> Quota {
+    Quota::per_hour(1).unwrap()
+}
+
+fn three(last: Quota) -> Limits<MonotonicClock> {
+    Limits::new(
+        MonotonicClock::new(),
+        [
+            Arc::new(Member::token_bucket(open())),
+            Arc::new(Member::fixed_window(open())),
+            Arc::new(Member::token_bucket(last)),
+        ],
+    )
+    .unwrap()
+}
+
+fn allowed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("group/allowed");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let bucket = TokenBucket::new(open());
+    g.bench_function("one_bucket", |b| {
+        b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
+    });
+    let one = Limits::new(
+        MonotonicClock::new(),
+        [Arc::new(Member::token_bucket(open()))],
+    )
+    .unwrap();
+    g.bench_function("group_of_one", |b| {
+        b.iter(|| one.try_acquire_n(black_box(1)).is_allowed())
+    });
+    let three = three(open());
+    g.bench_function("group_of_three", |b| {
+        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
+    });
+    g.finish();
+}
+
+fn denied(c: &mut Criterion) {
+    let mut g = c.benchmark_group("group/denied");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let bucket = TokenBucket::new(shut());
+    let _ = bucket.try_acquire();
+    g.bench_function("one_bucket", |b| {
+        b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
+    });
+    let three = three(shut());
+    let _ = three.try_acquire();
+    g.bench_function("group_of_three", |b| {
+        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
+    });
+    g.finish();
+}
+
+/// `iters` requests split over two threads on one shared limiter; the time until both finish.
+fn two_threads(limiter: &dyn Limiter, iters: u64) -> Duration {
+    let barrier = Barrier::new(2);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters / 2 {
+                        black_box(limiter.try_acquire_n(black_box(1)).is_allowed());
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap()
+    })
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("group/threads");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let bucket = TokenBucket::new(open());
+    g.bench_function("one_bucket", |b| {
+        b.iter_custom(|iters| two_threads(&bucket, iters))
+    });
+    let three = three(open());
+    g.bench_function("group_of_three", |b| {
+        b.iter_custom(|iters| two_threads(&three, iters))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, allowed, denied, threads);
+criterion_main!(benches);

@@ -1,0 +1,409 @@
+//! Counters per limiter: allowed, denied, exceeded capacity, evicted keys.
+//!
+//! [`Metered`] wraps a limiter (or a keyed map) and counts every decision it passes through;
+//! a limiter that is not wrapped pays nothing. [`Metered::snapshot`] sums the counters into a
+//! [`MetricsSnapshot`], for an exporter (see `examples/prometheus.rs` for the Prometheus text
+//! format). With the `tracing` feature every denial is also a `tracing` event (target
+//! `tollgate`, level DEBUG, fields `limiter`, `cost`, `remaining`, `retry_after_ns`,
+//! `exceeds_capacity`).
+//!
+//! # Layout
+//!
+//! | stripe (one per cache line pair)    | counter             | counts                         |
+//! |-------------------------------------|---------------------|--------------------------------|
+//! | `stripes[thread index & mask]`      | `allowed`           | admissions                     |
+//! |                                     | `denied`            | denials that a retry can pass  |
+//! |                                     | `exceeded`          | costs above the capacity       |
+//! | (one shared word)                   | `evicted`           | keys `evict_idle` removed      |
+//!
+//! Each thread is given an index once, round robin, and always counts in the stripe of that
+//! index, so threads fewer than the stripes never share a line: a denial flood writes no line
+//! that another thread writes or that the limiter's state lives on.
+//!
+//! # Orderings
+//!
+//! Every counter is a `Relaxed` `fetch_add`: a counter is a number, not a message, and an
+//! RMW never loses an increment however many threads share a stripe. A snapshot is `Relaxed`
+//! loads of every stripe: each counter in it is one the counters really passed through, but
+//! a snapshot taken during traffic is not one instant across the counters.
+
+use core::fmt;
+use std::borrow::Cow;
+use std::boxed::Box;
+
+use crossbeam_utils::CachePadded;
+
+use crate::decision::Decision;
+use crate::limiter::Limiter;
+use crate::sync::{AtomicU64, Ordering, StaticAtomicUsize};
+
+/// The most stripes a limiter's counters are split into.
+const MAX_STRIPES: usize = 64;
+
+/// Each thread's stripe index, handed out round robin on its first count.
+fn thread_index() -> usize {
+    static NEXT: StaticAtomicUsize = StaticAtomicUsize::new(0);
+    std::thread_local! {
+        // Relaxed: an index only has to differ from the last few threads', and RMWs on one
+        // word hand out distinct values whatever the ordering.
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
+
+#[derive(Debug, Default)]
+struct Stripe {
+    allowed: AtomicU64,
+    denied: AtomicU64,
+    exceeded: AtomicU64,
+}
+
+/// What a [`Metered`] limiter has counted so far. Each counter only grows.
+///
+/// `allowed`, `denied` and `exceeded_capacity` are disjoint: every decision counts once, in
+/// one of them. `evicted_keys` counts the keys a metered keyed map's
+/// [`evict_idle`](Metered::evict_idle) removed.
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Metered, Quota, TokenBucket};
+/// let bucket = Metered::new(TokenBucket::with_clock(Quota::per_second(2)?, ManualClock::new()));
+/// for _ in 0..3 {
+///     let _ = bucket.try_acquire();
+/// }
+/// let _ = bucket.try_acquire_n(10);
+/// let s = bucket.snapshot();
+/// assert_eq!((s.allowed, s.denied, s.exceeded_capacity), (2, 1, 1));
+/// assert_eq!(s.decisions(), 4);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct MetricsSnapshot {
+    /// Requests admitted.
+    pub allowed: u64,
+    /// Requests denied that a later retry could pass.
+    pub denied: u64,
+    /// Requests denied because their cost is above what the limiter can ever allow.
+    pub exceeded_capacity: u64,
+    /// Keys removed by eviction (keyed maps only).
+    pub evicted_keys: u64,
+}
+
+impl MetricsSnapshot {
+    /// All decisions counted: allowed, denied and exceeded capacity.
+    ///
+    /// ```
+    /// let s = tollgate::MetricsSnapshot::default();
+    /// assert_eq!(s.decisions(), 0);
+    /// ```
+    pub fn decisions(&self) -> u64 {
+        self.allowed + self.denied + self.exceeded_capacity
+    }
+}
+
+/// A limiter (or a [`KeyedLimiter`](crate::KeyedLimiter)) that counts its decisions.
+///
+/// It answers exactly as the limiter it wraps, and adds one `Relaxed` increment of a counter
+/// in the calling thread's stripe per decision (see the module's layout). A limiter that is
+/// not wrapped pays nothing.
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Metered, Quota, SlidingWindow};
+/// let clock = ManualClock::new();
+/// let api = Metered::named("api", SlidingWindow::with_clock(Quota::per_second(100)?, clock));
+/// let passed = (0..150).filter(|_| api.try_acquire().is_allowed()).count();
+/// assert_eq!(passed, 100);
+/// assert_eq!(api.snapshot().denied, 50);
+/// assert_eq!(api.name(), "api");
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub struct Metered<L> {
+    inner: L,
+    name: Cow<'static, str>,
+    stripes: Box<[CachePadded<Stripe>]>,
+    evicted: AtomicU64,
+}
+
+impl<L> Metered<L> {
+    /// Counts the decisions of `inner`, with no name.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Metered, Quota, FixedWindow};
+    /// let w = Metered::new(FixedWindow::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// assert!(w.try_acquire().is_allowed());
+    /// assert_eq!(w.snapshot().allowed, 1);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(inner: L) -> Self {
+        Metered::named("", inner)
+    }
+
+    /// Counts the decisions of `inner` under `name` (for exporters and `tracing` events).
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Metered, Quota, TokenBucket};
+    /// let b = Metered::named("per-route", TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// assert_eq!(b.name(), "per-route");
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn named(name: impl Into<Cow<'static, str>>, inner: L) -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let stripes = threads.next_power_of_two().min(MAX_STRIPES);
+        Metered {
+            inner,
+            name: name.into(),
+            stripes: (0..stripes).map(|_| CachePadded::default()).collect(),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    /// The name given to [`Metered::named`] (empty for [`Metered::new`]).
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Metered, Quota, TokenBucket};
+    /// let b = Metered::new(TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// assert_eq!(b.name(), "");
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The wrapped limiter. Requests made on it directly are not counted.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Metered, Quota, TokenBucket};
+    /// let b = Metered::new(TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// let _ = b.get_ref().try_acquire();
+    /// assert_eq!(b.snapshot().allowed, 0);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn get_ref(&self) -> &L {
+        &self.inner
+    }
+
+    /// The counters so far, summed over the stripes.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Metered, Quota, TokenBucket};
+    /// let b = Metered::new(TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
+    /// let _ = (b.try_acquire(), b.try_acquire());
+    /// let s = b.snapshot();
+    /// assert_eq!((s.allowed, s.denied), (1, 1));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let mut s = MetricsSnapshot {
+            // Relaxed: see the module's orderings.
+            evicted_keys: self.evicted.load(Ordering::Relaxed),
+            ..MetricsSnapshot::default()
+        };
+        for stripe in self.stripes.iter() {
+            // Relaxed: each counter is read on its own; see the module's orderings.
+            s.allowed += stripe.allowed.load(Ordering::Relaxed);
+            s.denied += stripe.denied.load(Ordering::Relaxed);
+            s.exceeded_capacity += stripe.exceeded.load(Ordering::Relaxed);
+        }
+        s
+    }
+
+    /// Counts `d` in the calling thread's stripe (and, with `tracing`, reports a denial).
+    #[inline]
+    fn record(&self, n: u64, d: &Decision) {
+        let stripe = &self.stripes[thread_index() & (self.stripes.len() - 1)];
+        let counter = if d.is_allowed() {
+            &stripe.allowed
+        } else if d.exceeds_capacity() {
+            &stripe.exceeded
+        } else {
+            &stripe.denied
+        };
+        // Relaxed: a count publishes nothing; the RMW loses no increment.
+        counter.fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "tracing")]
+        if !d.is_allowed() {
+            tracing::debug!(
+                target: "tollgate",
+                limiter = %self.name,
+                cost = n,
+                remaining = d.remaining(),
+                retry_after_ns = d.retry_after().map(crate::clock::duration_to_nanos),
+                exceeds_capacity = d.exceeds_capacity(),
+                "request denied"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = n;
+    }
+}
+
+impl<L: fmt::Debug> fmt::Debug for Metered<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metered")
+            .field("name", &self.name)
+            .field("inner", &self.inner)
+            .field("counts", &self.snapshot())
+            .finish()
+    }
+}
+
+impl<L: Limiter> Limiter for Metered<L> {
+    #[inline]
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        let d = self.inner.try_acquire_n(n);
+        self.record(n, &d);
+        d
+    }
+
+    /// The wrapped limiter's peek; not counted (nothing was decided).
+    #[inline]
+    fn peek(&self, n: u64) -> Decision {
+        self.inner.peek(n)
+    }
+
+    /// The wrapped limiter's refund; the counts stay (the decision was made).
+    fn refund(&self, n: u64) -> u64 {
+        self.inner.refund(n)
+    }
+}
+
+mod keyed {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::keyed::KeyedLimiter;
+    use crate::quota::Quota;
+    use core::borrow::Borrow;
+    use core::hash::{BuildHasher, Hash};
+
+    /// A metered keyed map: the map's methods, counted. Evictions are counted when made
+    /// through [`Metered::evict_idle`]; the sweeps a bounded map runs by itself when full are
+    /// not seen by the wrapper.
+    impl<K, C, S> Metered<KeyedLimiter<K, C, S>>
+    where
+        K: Hash + Eq,
+        C: Clock,
+        S: BuildHasher,
+    {
+        /// [`KeyedLimiter::try_acquire`], counted.
+        ///
+        /// ```
+        /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
+        /// let users = Metered::new(KeyedLimiter::<&str, _>::with_clock(
+        ///     Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?);
+        /// let _ = (users.try_acquire(&"alice"), users.try_acquire(&"alice"));
+        /// assert_eq!(users.snapshot().denied, 1);
+        /// # Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        #[inline]
+        pub fn try_acquire<Q>(&self, key: &Q) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        {
+            self.try_acquire_n(key, 1)
+        }
+
+        /// [`KeyedLimiter::try_acquire_n`], counted.
+        ///
+        /// ```
+        /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        ///     Algorithm::FixedWindow, Quota::per_second(5)?, ManualClock::new())?);
+        /// let _ = users.try_acquire_n(&7, 6);
+        /// assert_eq!(users.snapshot().exceeded_capacity, 1);
+        /// # Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        #[inline]
+        pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        {
+            let d = self.inner.try_acquire_n(key, n);
+            self.record(n, &d);
+            d
+        }
+
+        /// [`KeyedLimiter::try_acquire_with`], counted.
+        ///
+        /// ```
+        /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        ///     Algorithm::SlidingLog, Quota::per_second(1)?, ManualClock::new())?);
+        /// assert!(users.try_acquire_with(&1, &Quota::per_second(2)?).is_allowed());
+        /// assert_eq!(users.snapshot().allowed, 1);
+        /// # Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        #[inline]
+        pub fn try_acquire_with<Q>(&self, key: &Q, quota: &Quota) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        {
+            let d = self.inner.try_acquire_with(key, quota);
+            self.record(1, &d);
+            d
+        }
+
+        /// [`KeyedLimiter::evict_idle`], counting the keys it removed.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
+        /// let clock = ManualClock::new();
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        ///     Algorithm::TokenBucket, Quota::per_second(1)?, clock.clone())?);
+        /// let _ = (users.try_acquire(&1), users.try_acquire(&2));
+        /// clock.advance(Duration::from_secs(1));
+        /// assert_eq!(users.evict_idle(), 2);
+        /// assert_eq!(users.snapshot().evicted_keys, 2);
+        /// # Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn evict_idle(&self) -> usize {
+            let evicted = self.inner.evict_idle();
+            // Relaxed: a count publishes nothing.
+            self.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
+            evicted
+        }
+    }
+}
+
+/// Every stripe's counters, for tests that check the striping itself.
+#[cfg(test)]
+impl<L> Metered<L> {
+    fn per_stripe(&self) -> std::vec::Vec<u64> {
+        self.stripes
+            .iter()
+            // Relaxed: read after the counting threads joined.
+            .map(|s| s.allowed.load(Ordering::Relaxed) + s.denied.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, Quota, TokenBucket};
+
+    #[test]
+    fn threads_count_in_their_own_stripes_and_nothing_is_lost() {
+        let m = Metered::new(TokenBucket::with_clock(
+            Quota::per_second(1_000).unwrap(),
+            ManualClock::new(),
+        ));
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..1_000 {
+                        let _ = m.try_acquire();
+                    }
+                });
+            }
+        });
+        let snap = m.snapshot();
+        assert_eq!(snap.allowed, 1_000); // the bucket's burst, exactly
+        assert_eq!(snap.decisions(), 4_000);
+        let per_stripe = m.per_stripe();
+        assert_eq!(per_stripe.iter().sum::<u64>(), 4_000);
+    }
+}

@@ -1,0 +1,328 @@
+//! `Limits`: all or nothing against a reference model, the most restrictive decision, one
+//! clock read per check, exactness at a frozen instant under threads, and no member ever
+//! over its quota while time moves.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{ms, Rng};
+use tollgate::{Clock, Limiter, Limits, LimitsError, ManualClock, Member, Quota, MAX_MEMBERS};
+
+/// Each member's remaining capacity now, read through a one-member group asking for 0.
+fn remaining(m: &Arc<Member>, clock: &ManualClock) -> u64 {
+    Limits::new(clock.clone(), [m.clone()])
+        .unwrap()
+        .try_acquire_n(0)
+        .remaining()
+}
+
+/// A reference for one member, in plain integers: a token bucket whose interval is a whole
+/// number of ns, or a fixed window.
+#[derive(Clone, Copy, Debug)]
+enum Model {
+    Bucket {
+        interval: u64,
+        burst: u64,
+        tat: u64,
+    },
+    Window {
+        len: u64,
+        limit: u64,
+        window: u64,
+        count: u64,
+    },
+}
+
+impl Model {
+    /// (admits, remaining after admitting) at `now` for `n`.
+    fn peek(&self, now: u64, n: u64) -> (bool, u64) {
+        match *self {
+            Model::Bucket {
+                interval,
+                burst,
+                tat,
+            } => {
+                let base = tat.max(now);
+                let tokens = (now + burst * interval - base) / interval;
+                (n <= tokens, tokens.saturating_sub(n))
+            }
+            Model::Window {
+                len,
+                limit,
+                window,
+                count,
+            } => {
+                let count = if now / len > window { 0 } else { count };
+                (count + n <= limit, (limit - count).saturating_sub(n))
+            }
+        }
+    }
+
+    fn charge(&mut self, now: u64, n: u64) {
+        match self {
+            Model::Bucket { interval, tat, .. } => *tat = (*tat).max(now) + n * *interval,
+            Model::Window {
+                len, window, count, ..
+            } => {
+                if now / *len > *window {
+                    (*window, *count) = (now / *len, 0);
+                }
+                *count += n;
+            }
+        }
+    }
+}
+
+#[test]
+fn the_group_admits_exactly_when_every_member_would() {
+    let clock = ManualClock::new();
+    let members = [
+        Arc::new(Member::token_bucket(Quota::per_second(5).unwrap())),
+        Arc::new(Member::fixed_window(Quota::per_minute(40).unwrap())),
+        Arc::new(Member::token_bucket(
+            Quota::new(20, ms(2000)).unwrap().with_burst(8).unwrap(),
+        )),
+    ];
+    let mut models = [
+        Model::Bucket {
+            interval: 200_000_000,
+            burst: 5,
+            tat: 0,
+        },
+        Model::Window {
+            len: 60_000_000_000,
+            limit: 40,
+            window: 0,
+            count: 0,
+        },
+        Model::Bucket {
+            interval: 100_000_000,
+            burst: 8,
+            tat: 0,
+        },
+    ];
+    let group = Limits::new(clock.clone(), members.clone()).unwrap();
+    let mut rng = Rng(11);
+    let (mut admitted, mut denied) = (0, 0);
+    for step in 0..20_000 {
+        clock.advance(ms(rng.below(120)));
+        let now = clock.now_nanos();
+        let n = rng.below(4);
+        let peeks: Vec<_> = models.iter().map(|m| m.peek(now, n)).collect();
+        let all = peeks.iter().all(|p| p.0);
+        let d = group.try_acquire_n(n);
+        assert_eq!(d.is_allowed(), all, "step {step}: {peeks:?} {d:?}");
+        if all {
+            admitted += 1;
+            models.iter_mut().for_each(|m| m.charge(now, n));
+            let least = peeks.iter().map(|p| p.1).min().unwrap();
+            assert_eq!(d.remaining(), least, "step {step}");
+        } else {
+            denied += 1;
+        }
+        for (m, model) in members.iter().zip(&models) {
+            assert_eq!(
+                remaining(m, &clock),
+                model.peek(now, 0).1,
+                "step {step}: {model:?}"
+            );
+        }
+    }
+    assert!(admitted > 1_000 && denied > 1_000, "{admitted} / {denied}");
+}
+
+#[test]
+fn a_denial_charges_no_member_and_names_the_tightest() {
+    let clock = ManualClock::new();
+    let wide = Arc::new(Member::token_bucket(Quota::per_second(10).unwrap()));
+    let narrow = Arc::new(Member::fixed_window(Quota::per_second(2).unwrap()));
+    let group = Limits::new(clock.clone(), [wide.clone(), narrow.clone()]).unwrap();
+    clock.advance(ms(250));
+    assert!(group.try_acquire_n(2).is_allowed());
+    let (d, by) = group.try_acquire_explained(1);
+    assert!(!d.is_allowed());
+    assert_eq!((by, d.retry_after()), (1, Some(ms(750))));
+    assert_eq!(
+        remaining(&wide, &clock),
+        8,
+        "the denial took nothing from the wide member"
+    );
+    let (d, by) = group.try_acquire_explained(11);
+    assert!(
+        d.exceeds_capacity() && by == 0,
+        "a cost above a capacity beats a wait"
+    );
+    assert_eq!(remaining(&wide, &clock), 8);
+    // Both deny: the longer wait is reported.
+    let _ = Limits::new(clock.clone(), [wide.clone()])
+        .unwrap()
+        .try_acquire_n(8);
+    let (d, by) = group.try_acquire_explained(1);
+    assert_eq!((by, d.retry_after()), (1, Some(ms(750))));
+    clock.advance(ms(750));
+    let (d, by) = group.try_acquire_explained(1);
+    assert!(d.is_allowed(), "{d:?}");
+    // The bucket has 6 left after this one (7.5 refilled since 250 ms), the new window 1.
+    assert_eq!((by, d.remaining()), (1, 1));
+    assert_eq!(remaining(&wide, &clock), 6);
+}
+
+#[test]
+fn bad_groups_are_refused() {
+    let none: Vec<Arc<Member>> = Vec::new();
+    assert_eq!(
+        Limits::new(ManualClock::new(), none).unwrap_err(),
+        LimitsError::Empty
+    );
+    let many =
+        (0..=MAX_MEMBERS).map(|_| Arc::new(Member::token_bucket(Quota::per_second(1).unwrap())));
+    let err = Limits::new(ManualClock::new(), many).unwrap_err();
+    assert_eq!(
+        err,
+        LimitsError::TooMany {
+            members: MAX_MEMBERS + 1
+        }
+    );
+    assert!(err.to_string().contains("at most 8"));
+}
+
+/// A manual clock that counts its readings.
+#[derive(Clone, Default)]
+struct Counting {
+    clock: ManualClock,
+    reads: Arc<AtomicU64>,
+}
+impl Clock for Counting {
+    fn now_nanos(&self) -> u64 {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.clock.now_nanos()
+    }
+}
+
+#[test]
+fn every_check_reads_the_clock_once() {
+    let clock = Counting::default();
+    let group = Limits::new(
+        clock.clone(),
+        [
+            Arc::new(Member::token_bucket(Quota::per_second(3).unwrap())),
+            Arc::new(Member::fixed_window(Quota::per_second(2).unwrap())),
+            Arc::new(Member::token_bucket(Quota::per_second(1).unwrap())),
+        ],
+    )
+    .unwrap();
+    for i in 1..=10 {
+        let _ = group.try_acquire();
+        assert_eq!(clock.reads.load(Ordering::Relaxed), i);
+    }
+}
+
+#[test]
+fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
+    for round in 0..20u64 {
+        let clock = ManualClock::new();
+        clock.advance(ms(round * 37));
+        let members = [
+            Arc::new(Member::token_bucket(Quota::per_second(100).unwrap())),
+            Arc::new(Member::fixed_window(Quota::per_second(60 + round).unwrap())),
+            Arc::new(Member::token_bucket(Quota::per_second(1000).unwrap())),
+        ];
+        let group = Limits::new(clock.clone(), members.clone()).unwrap();
+        let admitted = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..40 {
+                        if group.try_acquire().is_allowed() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let admitted = admitted.into_inner();
+        assert_eq!(admitted, 60 + round);
+        let left: Vec<_> = members.iter().map(|m| remaining(m, &clock)).collect();
+        assert_eq!(left, [100 - admitted, 0, 1000 - admitted], "round {round}");
+    }
+}
+
+std::thread_local! {
+    static LAST_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A manual clock that remembers, per thread, the reading it last gave.
+#[derive(Clone, Default)]
+struct Recording(ManualClock);
+impl Clock for Recording {
+    fn now_nanos(&self) -> u64 {
+        let now = self.0.now_nanos();
+        LAST_READ.with(|l| l.set(now));
+        now
+    }
+}
+
+#[test]
+fn no_member_goes_over_its_quota_while_time_moves() {
+    // A shared global bucket in two groups, with per-group windows; threads move the clock.
+    let clock = Recording::default();
+    let global = Arc::new(Member::token_bucket(
+        Quota::per_second(50).unwrap().with_burst(10).unwrap(),
+    ));
+    let groups: Vec<_> = (0..2)
+        .map(|_| {
+            Limits::new(
+                clock.clone(),
+                [
+                    Arc::new(Member::fixed_window(Quota::new(15, ms(100)).unwrap())),
+                    global.clone(),
+                ],
+            )
+            .unwrap()
+        })
+        .collect();
+    let end = Duration::from_secs(2);
+    let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (group, clock) = (&groups[t % 2], &clock);
+                s.spawn(move || {
+                    let mut rng = Rng(t as u64 + 1);
+                    let mut stamps = Vec::new();
+                    while clock.0.now() < end {
+                        if rng.below(4) == 0 {
+                            clock.0.advance(Duration::from_micros(rng.below(500)));
+                        }
+                        if group.try_acquire().is_allowed() {
+                            stamps.push(LAST_READ.with(|l| l.get()));
+                        }
+                    }
+                    stamps
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Each group's window: at most 15 per 100 ms window (threads t and t + 2 share group t).
+    for g in 0..2 {
+        let mut per_window = std::collections::HashMap::<u64, u64>::new();
+        for &t in stamps[g].iter().chain(&stamps[g + 2]) {
+            *per_window.entry(t / 100_000_000).or_default() += 1;
+        }
+        assert!(per_window.values().all(|&c| c <= 15), "{per_window:?}");
+    }
+    let mut all: Vec<u64> = stamps.iter().flatten().copied().collect();
+    all.sort_unstable();
+    // The global bucket: in any span [a, b] at most burst + (b - a) × rate admissions (each
+    // admission's reading is at most its check's, so a span of readings bounds it).
+    for (i, &a) in all.iter().enumerate() {
+        for (j, &b) in all.iter().enumerate().skip(i) {
+            let allowed = 10 + (b - a) / 20_000_000;
+            assert!((j - i + 1) as u64 <= allowed, "{} in [{a}, {b}]", j - i + 1);
+        }
+    }
+    assert!(all.len() > 50, "only {} admitted", all.len());
+}

@@ -1,0 +1,186 @@
+//! `Metered`: answers exactly as the limiter it wraps, counts every decision once, loses no
+//! count under contention, counts a keyed map's evictions; with `--features tracing`, one
+//! event per denial.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{all, ms, Rng};
+use tollgate::{
+    Algorithm, KeyedLimiter, Limiter, ManualClock, Metered, MetricsSnapshot, Quota, TokenBucket,
+};
+
+/// A boxed limiter as a `Limiter` value, to wrap each of `all`'s subjects.
+struct Boxed(Box<dyn Limiter>);
+impl Limiter for Boxed {
+    fn try_acquire_n(&self, n: u64) -> tollgate::Decision {
+        self.0.try_acquire_n(n)
+    }
+}
+
+#[test]
+fn a_metered_limiter_answers_as_the_bare_one_and_counts_each_outcome() {
+    let quota = Quota::new(5, ms(1000)).unwrap();
+    // Two copies of every limiter on two clocks moved in step: one bare, one metered.
+    for ((bare, bare_clock), (wrapped, clock)) in all(quota).into_iter().zip(all(quota)) {
+        let metered = Metered::new(Boxed(wrapped.limiter));
+        let mut rng = Rng(u64::from(bare.name.len() as u32));
+        let mut want = MetricsSnapshot::default();
+        for _ in 0..2_000 {
+            let step = ms(rng.below(150));
+            clock.advance(step);
+            bare_clock.advance(step);
+            let n = rng.below(8);
+            let d = metered.try_acquire_n(n);
+            assert_eq!(d, bare.limiter.try_acquire_n(n), "{}", bare.name);
+            if d.is_allowed() {
+                want.allowed += 1;
+            } else if d.exceeds_capacity() {
+                want.exceeded_capacity += 1;
+            } else {
+                want.denied += 1;
+            }
+        }
+        let got = metered.snapshot();
+        assert_eq!(got, want, "{}", bare.name);
+        assert_eq!(got.decisions(), 2_000);
+        assert!(got.allowed > 0 && got.denied > 0 && got.exceeded_capacity > 0);
+    }
+}
+
+#[test]
+fn contention_loses_no_count_and_admits_exactly_the_capacity() {
+    let clock = ManualClock::new();
+    let metered = Metered::named(
+        "shared",
+        TokenBucket::with_clock(Quota::per_second(10_000).unwrap(), clock),
+    );
+    let threads = 4;
+    let per_thread = 5_000;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..per_thread {
+                    let _ = metered.try_acquire();
+                }
+            });
+        }
+    });
+    let snap = metered.snapshot();
+    assert_eq!(snap.allowed, 10_000); // the burst at a frozen instant, exactly
+    assert_eq!(snap.denied, threads * per_thread - 10_000);
+    assert_eq!(snap.exceeded_capacity, 0);
+}
+
+#[test]
+fn a_metered_keyed_map_counts_requests_and_evictions() {
+    let clock = ManualClock::new();
+    let users = Metered::named(
+        "users",
+        KeyedLimiter::<u64, _>::with_clock(
+            Algorithm::FixedWindow,
+            Quota::per_second(2).unwrap(),
+            clock.clone(),
+        )
+        .unwrap(),
+    );
+    for key in 0..10 {
+        for _ in 0..3 {
+            let _ = users.try_acquire(&key);
+        }
+    }
+    let _ = users.try_acquire_n(&99, 3);
+    let _ = users.try_acquire_with(&100, &Quota::per_second(1).unwrap());
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(users.evict_idle(), 12);
+    assert_eq!(users.evict_idle(), 0);
+    let s = users.snapshot();
+    assert_eq!(
+        (s.allowed, s.denied, s.exceeded_capacity, s.evicted_keys),
+        (21, 10, 1, 12)
+    );
+    assert!(users.get_ref().is_empty());
+}
+
+#[cfg(feature = "tracing")]
+mod events {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// One recorded event: target, level, and each field's name and value as text.
+    type Recorded = (String, Level, Vec<(String, String)>);
+
+    /// Records every event.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<Recorded>>>);
+
+    struct Fields(Vec<(String, String)>);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push((field.name().to_owned(), format!("{value:?}")));
+        }
+    }
+
+    impl Subscriber for Recorder {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut fields = Fields(Vec::new());
+            event.record(&mut fields);
+            let meta = event.metadata();
+            self.0
+                .lock()
+                .unwrap()
+                .push((meta.target().to_owned(), *meta.level(), fields.0));
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn every_denial_is_one_event_and_admissions_are_none() {
+        let recorder = Recorder::default();
+        let bucket = Metered::named(
+            "api",
+            TokenBucket::with_clock(Quota::per_second(2).unwrap(), ManualClock::new()),
+        );
+        tracing::subscriber::with_default(recorder.clone(), || {
+            for _ in 0..5 {
+                let _ = bucket.try_acquire();
+            }
+            let _ = bucket.try_acquire_n(3);
+        });
+        let events = recorder.0.lock().unwrap();
+        assert_eq!(events.len(), 4, "three denials and one cost above capacity");
+        for (target, level, _) in events.iter() {
+            assert_eq!((target.as_str(), *level), ("tollgate", Level::DEBUG));
+        }
+        let field = |i: usize, name: &str| {
+            events[i]
+                .2
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let field = |i, name: &str| field(i, name).unwrap_or_else(|| panic!("no field {name}"));
+        assert_eq!(field(0, "limiter"), "api");
+        assert_eq!(field(0, "cost"), "1");
+        assert_eq!(field(0, "remaining"), "0");
+        assert_eq!(field(0, "retry_after_ns"), "500000000");
+        assert_eq!(field(0, "exceeds_capacity"), "false");
+        assert_eq!(field(3, "cost"), "3");
+        assert_eq!(field(3, "exceeds_capacity"), "true");
+        // No retry: the field is left out, as tracing does with `None`.
+        assert!(events[3].2.iter().all(|(n, _)| n != "retry_after_ns"));
+    }
+}
