@@ -92,14 +92,19 @@ pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
 pub use decision::Decision;
-/// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
-#[cfg(all(tollgate_loom, feature = "std"))]
-#[doc(hidden)]
-pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+
+/// Hooks for the loom models in `loom-tests/` (loom builds only; not part of the API).
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    /// The keyed slot protocols, sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
