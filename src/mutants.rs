@@ -24,8 +24,8 @@
 //!
 //! The orderings below are wrong on purpose; each comment says what the mutant gets wrong.
 
-use crate::algo::sliding_log::LogParams;
-use crate::algo::sliding_window::Geometry;
+use crate::algo::sliding_log::{self, LogParams};
+use crate::algo::sliding_window::{self, Geometry};
 use crate::algo::{fixed_window, token_bucket};
 use crate::clock::Clock;
 use crate::decision::Decision;
@@ -190,7 +190,7 @@ impl<C: Clock> Limiter for BrokenSlidingWindow<C> {
         loop {
             // Relaxed, as the real limiter (correct only after an Acquire head load).
             let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
-            let (decision, write) = self.geometry.decide(head, ring, now_ns, n);
+            let (decision, write) = sliding_window::decide(&self.geometry, head, ring, now_ns, n);
             let Some(write) = write else { return decision };
             if !ring_late {
                 if let Some((i, word)) = write.finished {
@@ -286,7 +286,8 @@ impl<C: Clock> BrokenSlidingLog<C> {
     /// Decides on `seq`'s count and writes the admission, unlocking with the new `seq`.
     fn commit(&self, seq: u64, now_ns: u64, n: u64) -> Decision {
         let count = seq >> 1;
-        let (decision, write) = self.params.decide(count, |j| self.time(j), now_ns, n);
+        let (decision, write) =
+            sliding_log::decide(&self.params, count, |j| self.time(j), now_ns, n);
         let new_seq = match write {
             Some(time) => {
                 for j in count..count + n {
@@ -312,7 +313,7 @@ impl<C: Clock> Limiter for BrokenSlidingLog<C> {
             SlidingLogFlaw::UnvalidatedRead => {
                 if seq & LOCKED == 0 {
                     let (decision, write) =
-                        self.params.decide(seq >> 1, |j| self.time(j), now_ns, n);
+                        sliding_log::decide(&self.params, seq >> 1, |j| self.time(j), now_ns, n);
                     // BROKEN: no fence, no second read of seq: a torn read is returned.
                     if write.is_none() {
                         return decision;

@@ -155,7 +155,7 @@ pub struct Quota {
 /// The token bucket's view of a quota: time in ticks of `1/scale` ns, one token every
 /// `interval` ticks, a capacity of `capacity` ticks (`burst × interval`). 32 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GcraParams {
+pub struct GcraParams {
     pub(crate) interval: u64,
     pub(crate) capacity: u64,
     /// `floor(x / interval) == (x × magic) >> (62 + shift)` for every `x < 2^62`: the hot path
@@ -186,7 +186,7 @@ impl GcraParams {
 
 /// How a window algorithm packs (window number, count) into one word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WindowParams {
+pub struct WindowParams {
     /// Window (or slot) length in ns.
     pub(crate) len: u64,
     /// Bits of the word that hold the count; the window number takes the rest.

@@ -38,19 +38,16 @@
 //! window, `limit` at the start of the next): that is what a fixed window is. The sliding
 //! algorithms hold the same burst to `limit`.
 
-use crate::clock::Clock;
+use super::{count_mask, update, Algo, AlwaysFits, Step};
 use crate::decision::Decision;
-use crate::limiter::Limiter;
-use crate::quota::{Quota, WindowParams, HORIZON};
+use crate::limiter::{DefaultClock, RateLimiter};
+use crate::quota::{Quota, QuotaError, WindowParams, HORIZON};
 use crate::sync::{AtomicU64, Ordering};
-
-use super::token_bucket::Step;
 
 /// The pure decision: state word, now, cost → decision and the new word if it must be written.
 #[inline]
 pub(crate) fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
-    let mask = (1u64 << p.count_bits) - 1;
-    let (stored, count) = (word >> p.count_bits, word & mask);
+    let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
     let current = now_ns.min(HORIZON) / p.len;
     // A later window starts from zero; an earlier one (time went back) counts against the
     // stored window.
@@ -84,47 +81,42 @@ pub(crate) fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     }
 }
 
-/// The lock-free fixed window without a clock: what a keyed map stores per key.
+/// The fixed window: parameters [`WindowParams`] (one slot), state one packed word.
 #[derive(Debug)]
-pub(crate) struct FixedWindowCore {
-    word: AtomicU64,
-    params: WindowParams,
-}
+pub struct Fixed;
 
-impl FixedWindowCore {
-    pub(crate) fn new(quota: &Quota) -> Self {
-        let params = quota
-            .window(1)
-            .expect("a validated quota fits a fixed window");
-        FixedWindowCore {
-            word: AtomicU64::new(0),
-            params,
-        }
+impl Algo for Fixed {
+    type Params = WindowParams;
+    type State = AtomicU64;
+
+    fn params(quota: &Quota) -> Result<WindowParams, QuotaError> {
+        quota.window(1).ok_or(QuotaError::RateTooHigh {
+            limit: quota.limit(),
+            period: quota.period(),
+        })
+    }
+
+    fn state(_: &WindowParams) -> Result<AtomicU64, QuotaError> {
+        Ok(AtomicU64::new(0))
     }
 
     /// The compare-exchange loop around [`decide`].
     #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Relaxed: see the module's orderings.
-        let mut word = self.word.load(Ordering::Relaxed);
-        loop {
-            let (decision, write) = decide(&self.params, word, now_ns, n);
-            let Some(new_word) = write else {
-                return decision;
-            };
-            // Relaxed: one word, totally ordered by its modification order.
-            match self.word.compare_exchange_weak(
-                word,
-                new_word,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return decision,
-                Err(current) => word = current,
-            }
-        }
+    fn acquire(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> Decision {
+        // Relaxed load and CAS: one word, publishing nothing else, its admissions totally
+        // ordered by its modification order (see the module's orderings).
+        let (decision, _) = update(
+            word,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |word| decide(p, word, now_ns, n),
+        );
+        decision
     }
 }
+
+impl AlwaysFits for Fixed {}
 
 /// A lock-free fixed-window counter: at most `limit` admissions per window
 /// `[k·period, (k+1)·period)`, windows counted from the clock's zero. One `AtomicU64`.
@@ -144,59 +136,7 @@ impl FixedWindowCore {
 /// assert_eq!(before + after, 10); // twice the limit within 20 ms: the fixed window's edge
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct FixedWindow<C = crate::MonotonicClock> {
-    core: FixedWindowCore,
-    clock: C,
-}
-
-/// A lock-free fixed-window counter; see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct FixedWindow<C> {
-    core: FixedWindowCore,
-    clock: C,
-}
-
-#[cfg(feature = "std")]
-impl FixedWindow {
-    /// A fixed window on the default [`MonotonicClock`](crate::MonotonicClock).
-    ///
-    /// ```
-    /// use tollgate::{FixedWindow, Limiter, Quota};
-    /// let window = FixedWindow::new(Quota::per_minute(100)?);
-    /// assert!(window.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn new(quota: Quota) -> Self {
-        FixedWindow::with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> FixedWindow<C> {
-    /// A fixed window that reads time from `clock`.
-    ///
-    /// ```
-    /// use tollgate::{FixedWindow, ManualClock, Quota};
-    /// let window = FixedWindow::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// # let _ = window;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        FixedWindow {
-            core: FixedWindowCore::new(&quota),
-            clock,
-        }
-    }
-}
-
-impl<C: Clock> Limiter for FixedWindow<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
-    }
-}
+pub type FixedWindow<C = DefaultClock> = RateLimiter<Fixed, C>;
 
 #[cfg(test)]
 mod tests {

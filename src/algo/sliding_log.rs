@@ -41,9 +41,10 @@
 //! The limiter's now is `max(now, newest entry)`: entries are recorded in order and nothing
 //! expires early; admissions count from the later of the two times.
 
+use super::{Algo, Core, Step};
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{Quota, QuotaError, HORIZON};
 use crate::sync::{fence, AtomicU64, Backoff, Ordering};
 
@@ -56,117 +57,93 @@ const LOCKED: u64 = 1;
 
 /// The log's quota, in ns.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LogParams {
+pub struct LogParams {
     pub(crate) limit: u64,
     pub(crate) period: u64,
 }
 
-impl LogParams {
-    /// The pure decision over `count` admissions whose times `time(j)` returns (for `j` in
-    /// the last `limit`). Returns the time to record `n` entries at, if admitted with `n > 0`.
-    #[inline]
-    pub(crate) fn decide(
-        &self,
-        count: u64,
-        time: impl Fn(u64) -> u64,
-        now_ns: u64,
-        n: u64,
-    ) -> (Decision, Option<u64>) {
-        let oldest = count.saturating_sub(self.limit);
-        let newest = if count > 0 { time(count - 1) } else { 0 };
-        let now = now_ns.min(HORIZON).max(newest);
-        // Entries are sorted: binary search for the first still in the window. (Saturating:
-        // an optimistic read may see a torn, unsorted ring; the seqlock discards it.)
-        let (mut lo, mut hi) = (oldest, count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if now.saturating_sub(time(mid)) < self.period {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        let live = count - lo;
-        let remaining = self.limit - live;
-        // Full capacity returns when the newest live entry leaves the window.
-        let reset = if live > 0 {
-            (newest + self.period).saturating_sub(now_ns)
+/// The pure decision over `count` admissions whose times `time(j)` returns (for `j` in
+/// the last `limit`). Returns the time to record `n` entries at, if admitted with `n > 0`.
+#[inline]
+pub(crate) fn decide(
+    p: &LogParams,
+    count: u64,
+    time: impl Fn(u64) -> u64,
+    now_ns: u64,
+    n: u64,
+) -> Step {
+    let oldest = count.saturating_sub(p.limit);
+    let newest = if count > 0 { time(count - 1) } else { 0 };
+    let now = now_ns.min(HORIZON).max(newest);
+    // Entries are sorted: binary search for the first still in the window. (Saturating:
+    // an optimistic read may see a torn, unsorted ring; the seqlock discards it.)
+    let (mut lo, mut hi) = (oldest, count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if now.saturating_sub(time(mid)) < p.period {
+            hi = mid;
         } else {
-            0
-        };
-        if n > self.limit {
-            return (Decision::exceeds(remaining, reset), None);
+            lo = mid + 1;
         }
-        if live + n <= self.limit {
-            if n == 0 {
-                return (Decision::allowed(remaining, reset), None);
-            }
-            let reset = (now + self.period).saturating_sub(now_ns);
-            return (Decision::allowed(remaining - n, reset), Some(now));
-        }
-        // The newest entry that n new ones would overwrite must leave the window first.
-        let pass_at = time(count + n - self.limit - 1) + self.period;
-        (Decision::denied(remaining, now_ns, pass_at, reset), None)
     }
+    let live = count - lo;
+    let remaining = p.limit - live;
+    // Full capacity returns when the newest live entry leaves the window.
+    let reset = if live > 0 {
+        (newest + p.period).saturating_sub(now_ns)
+    } else {
+        0
+    };
+    if n > p.limit {
+        return (Decision::exceeds(remaining, reset), None);
+    }
+    if live + n <= p.limit {
+        if n == 0 {
+            return (Decision::allowed(remaining, reset), None);
+        }
+        let reset = (now + p.period).saturating_sub(now_ns);
+        return (Decision::allowed(remaining - n, reset), Some(now));
+    }
+    // The newest entry that n new ones would overwrite must leave the window first.
+    let pass_at = time(count + n - p.limit - 1) + p.period;
+    (Decision::denied(remaining, now_ns, pass_at, reset), None)
 }
 
-/// The sliding log without a clock: what a keyed map stores per key.
+/// One sliding log's atomics: the sequence word and the ring of admission times.
 #[derive(Debug)]
-pub(crate) struct SlidingLogCore {
+pub struct LogState {
     seq: AtomicU64,
     entries: Box<[AtomicU64]>,
-    params: LogParams,
 }
 
-impl SlidingLogCore {
-    /// Allocates the ring of `limit` entries, or says why it cannot.
-    pub(crate) fn try_new(quota: &Quota) -> Result<Self, QuotaError> {
-        let limit = quota.limit();
-        let too_large = QuotaError::LogTooLarge { limit };
-        let len = usize::try_from(limit).map_err(|_| too_large)?;
-        if len > isize::MAX as usize / 8 {
-            return Err(too_large);
-        }
-        let mut entries = Vec::new();
-        entries.try_reserve_exact(len).map_err(|_| too_large)?;
-        entries.extend((0..len).map(|_| AtomicU64::new(0)));
-        Ok(SlidingLogCore {
-            seq: AtomicU64::new(0),
-            entries: entries.into_boxed_slice(),
-            params: LogParams {
-                limit,
-                period: quota.period_ns(),
-            },
-        })
-    }
-
+impl LogState {
     /// The ring index of admission `j`, one of the last `limit` before `count`, given
     /// `count_mod = count % limit`: no division per lookup.
     #[inline]
-    fn index(&self, count: u64, count_mod: u64, j: u64) -> usize {
+    fn index(p: &LogParams, count: u64, count_mod: u64, j: u64) -> usize {
         let back = count - j; // 1..=limit
         (if back <= count_mod {
             count_mod - back
         } else {
-            count_mod + self.params.limit - back
+            count_mod + p.limit - back
         }) as usize
     }
 
-    /// Decides over the ring as it stands with `count` admissions.
+    /// Reads the ring as it stands with `count` admissions and decides on it.
     #[inline]
-    fn decide(&self, count: u64, now_ns: u64, n: u64) -> (Decision, Option<u64>) {
-        let count_mod = count % self.params.limit;
+    fn read_and_decide(&self, p: &LogParams, count: u64, now_ns: u64, n: u64) -> Step {
+        let count_mod = count % p.limit;
         // Relaxed: validated by the seqlock (readers) or owned under the lock (writers).
-        let time = |j| self.entries[self.index(count, count_mod, j)].load(Ordering::Relaxed);
-        self.params.decide(count, time, now_ns, n)
+        let time = |j| self.entries[Self::index(p, count, count_mod, j)].load(Ordering::Relaxed);
+        decide(p, count, time, now_ns, n)
     }
 
     /// Records `n` admissions at `time` after `count` and unlocks: the caller holds the lock.
     #[inline]
-    fn record_and_unlock(&self, count: u64, n: u64, time: u64) {
+    fn record_and_unlock(&self, p: &LogParams, count: u64, n: u64, time: u64) {
         // Release fence: a reader that sees any entry written below also sees seq odd.
         fence(Ordering::Release);
-        let limit = self.params.limit;
+        let limit = p.limit;
         let mut i = count % limit;
         for _ in 0..n {
             // Relaxed: published by the Release unlock below.
@@ -178,12 +155,12 @@ impl SlidingLogCore {
     }
 
     #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
+    fn acquire(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         // Optimistic: decide on a snapshot; a denial returns without writing anything.
         // Acquire: pairs with the unlocking Release store, so the entries it published are seen.
         let seq = self.seq.load(Ordering::Acquire);
         if seq & LOCKED == 0 {
-            let (decision, write) = self.decide(seq >> 1, now_ns, n);
+            let (decision, write) = self.read_and_decide(p, seq >> 1, now_ns, n);
             match write {
                 None => {
                     // Acquire fence: the entry loads above happen before the re-check below.
@@ -204,17 +181,17 @@ impl SlidingLogCore {
                         .compare_exchange(seq, seq | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                     {
-                        self.record_and_unlock(seq >> 1, n, time);
+                        self.record_and_unlock(p, seq >> 1, n, time);
                         return decision;
                     }
                 }
             }
         }
-        self.acquire_locked(now_ns, n)
+        self.acquire_locked(p, now_ns, n)
     }
 
     #[cold]
-    fn acquire_locked(&self, now_ns: u64, n: u64) -> Decision {
+    fn acquire_locked(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         let backoff = Backoff::new();
         let seq = loop {
             // Relaxed: only a hint; the CAS below is the lock's acquire.
@@ -232,15 +209,55 @@ impl SlidingLogCore {
             backoff.snooze();
         };
         let count = seq >> 1;
-        let (decision, write) = self.decide(count, now_ns, n);
+        let (decision, write) = self.read_and_decide(p, count, now_ns, n);
         match write {
-            Some(time) => self.record_and_unlock(count, n, time),
+            Some(time) => self.record_and_unlock(p, count, n, time),
             // Release: unlocks; nothing was written.
             None => self.seq.store(seq, Ordering::Release),
         }
         decision
     }
 }
+
+/// The sliding log: parameters [`LogParams`], state a [`LogState`] of `limit` entries.
+#[derive(Debug)]
+pub struct Log;
+
+impl Algo for Log {
+    type Params = LogParams;
+    type State = LogState;
+
+    fn params(quota: &Quota) -> Result<LogParams, QuotaError> {
+        Ok(LogParams {
+            limit: quota.limit(),
+            period: quota.period_ns(),
+        })
+    }
+
+    /// Allocates the ring of `limit` entries, or says why it cannot.
+    fn state(p: &LogParams) -> Result<LogState, QuotaError> {
+        let too_large = QuotaError::LogTooLarge { limit: p.limit };
+        let len = usize::try_from(p.limit).map_err(|_| too_large)?;
+        if len > isize::MAX as usize / 8 {
+            return Err(too_large);
+        }
+        let mut entries = Vec::new();
+        entries.try_reserve_exact(len).map_err(|_| too_large)?;
+        entries.extend((0..len).map(|_| AtomicU64::new(0)));
+        Ok(LogState {
+            seq: AtomicU64::new(0),
+            entries: entries.into_boxed_slice(),
+        })
+    }
+
+    #[inline]
+    fn acquire(state: &LogState, p: &LogParams, now_ns: u64, n: u64) -> Decision {
+        state.acquire(p, now_ns, n)
+    }
+}
+
+/// The clock-less sliding log a keyed map stores per key.
+pub(crate) type SlidingLogCore = Core<Log>;
 
 /// The exact sliding-window log: an admission at `s` counts while `now - s < period`, so
 /// every window of length `period`, wherever it starts, holds at most `limit` admissions.
@@ -264,23 +281,10 @@ impl SlidingLogCore {
 /// assert!(log.try_acquire().is_allowed()); // the first left the window at 2 s
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct SlidingLog<C = crate::MonotonicClock> {
-    core: SlidingLogCore,
-    clock: C,
-}
-
-/// The exact sliding-window log; see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct SlidingLog<C> {
-    core: SlidingLogCore,
-    clock: C,
-}
+pub type SlidingLog<C = DefaultClock> = RateLimiter<Log, C>;
 
 #[cfg(feature = "std")]
-impl SlidingLog {
+impl RateLimiter<Log> {
     /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock).
     ///
     /// # Panics
@@ -298,7 +302,7 @@ impl SlidingLog {
     }
 }
 
-impl<C: Clock> SlidingLog<C> {
+impl<C: Clock> RateLimiter<Log, C> {
     /// A sliding log that reads time from `clock`.
     ///
     /// # Panics
@@ -335,17 +339,10 @@ impl<C: Clock> SlidingLog<C> {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Ok(SlidingLog {
-            core: SlidingLogCore::try_new(&quota)?,
+        Ok(RateLimiter::from_core(
+            SlidingLogCore::try_new(&quota)?,
             clock,
-        })
-    }
-}
-
-impl<C: Clock> Limiter for SlidingLog<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
+        ))
     }
 }
 
@@ -361,10 +358,10 @@ mod tests {
             period: 10,
         };
         let log = [3u64, 7];
-        let (d, w) = p.decide(2, |j| log[j as usize % 2], 12, 1);
+        let (d, w) = decide(&p, 2, |j| log[j as usize % 2], 12, 1);
         assert!(!d.is_allowed() && w.is_none());
         assert_eq!(d.retry_after(), Some(Duration::from_nanos(1))); // 3 leaves at 13
-        let (d, w) = p.decide(2, |j| log[j as usize % 2], 13, 1);
+        let (d, w) = decide(&p, 2, |j| log[j as usize % 2], 13, 1);
         assert!(d.is_allowed());
         assert_eq!(w, Some(13));
         assert_eq!(d.remaining(), 0);
@@ -377,7 +374,7 @@ mod tests {
             period: 10,
         };
         let log = [50u64, 0, 0];
-        let (d, w) = p.decide(1, |j| log[j as usize % 3], 20, 1);
+        let (d, w) = decide(&p, 1, |j| log[j as usize % 3], 20, 1);
         assert!(d.is_allowed());
         assert_eq!(w, Some(50));
     }

@@ -48,9 +48,10 @@
 //! A `now` in a slot before the head's counts in the head's slot: time stands still for the
 //! limiter until the clock is back, and nothing expires early.
 
+use super::{count_mask, update, Algo, AlwaysFits, Core, Step};
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::Limiter;
+use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON, MAX_SLOTS};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -69,7 +70,7 @@ pub(crate) struct Write {
 
 /// The slot geometry: a window split into `slots` slots of `p.len` ns.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Geometry {
+pub struct Geometry {
     pub(crate) p: WindowParams,
     pub(crate) slots: u64,
 }
@@ -93,136 +94,145 @@ impl Geometry {
     pub(crate) fn ring_len(&self) -> usize {
         self.slots as usize + 1
     }
+}
 
-    /// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
-    #[inline]
-    pub(crate) fn decide(
-        &self,
-        head: u64,
-        ring: impl Fn(usize) -> u64,
-        now_ns: u64,
-        n: u64,
-    ) -> (Decision, Option<Write>) {
-        let (p, k) = (&self.p, self.slots);
-        let mask = (1u64 << p.count_bits) - 1;
-        let (head_epoch, head_count) = (head >> p.count_bits, head & mask);
-        let cur = (now_ns.min(HORIZON) / p.len).max(head_epoch);
-        let first = cur.saturating_sub(k);
-        let ring_len = k + 1;
-        let count_of = |e: u64| -> u64 {
-            if e == head_epoch {
-                head_count
-            } else if e < cur {
-                let w = ring((e % ring_len) as usize);
-                if w >> p.count_bits == e {
-                    w & mask
-                } else {
-                    0
-                }
+/// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
+#[inline(always)]
+pub(crate) fn decide(
+    g: &Geometry,
+    head: u64,
+    ring: impl Fn(usize) -> u64,
+    now_ns: u64,
+    n: u64,
+) -> Step<Write> {
+    let (p, k) = (&g.p, g.slots);
+    let mask = count_mask(p.count_bits);
+    let (head_epoch, head_count) = (head >> p.count_bits, head & mask);
+    let cur = (now_ns.min(HORIZON) / p.len).max(head_epoch);
+    let first = cur.saturating_sub(k);
+    let ring_len = k + 1;
+    let count_of = |e: u64| -> u64 {
+        if e == head_epoch {
+            head_count
+        } else if e < cur {
+            let w = ring((e % ring_len) as usize);
+            if w >> p.count_bits == e {
+                w & mask
             } else {
                 0
             }
-        };
-        let total: u64 = (first..=cur).map(count_of).sum();
-        let remaining = p.limit.saturating_sub(total);
-        // Full capacity returns when the newest counted slot leaves the window.
-        let reset = |newest: Option<u64>| match newest {
-            Some(e) => ((e + k + 1) * p.len).saturating_sub(now_ns),
-            None => 0,
-        };
-        let newest = (first..=cur).rev().find(|&e| count_of(e) != 0);
-        if n > p.limit {
-            return (Decision::exceeds(remaining, reset(newest)), None);
+        } else {
+            0
         }
-        if total + n <= p.limit {
-            if n == 0 {
-                return (Decision::allowed(remaining, reset(newest)), None);
-            }
-            let (count, finished) = if head_epoch == cur {
-                (head_count + n, None)
-            } else {
-                let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
-                (n, finished)
-            };
-            let write = Write {
-                head: cur << p.count_bits | count,
-                finished,
-            };
-            return (
-                Decision::allowed(remaining - n, reset(Some(cur))),
-                Some(write),
-            );
-        }
-        // Denied: slot e stops counting when slot e + k + 1 begins; find the first moment
-        // enough has left. (Saturating: a denial may read ring entries that movers are
-        // writing concurrently; it decides on a snapshot that may be stale, never unsafe.)
-        let mut left = total;
-        let mut pass_at = (cur + 1) * p.len;
-        for e in first..=cur {
-            left = left.saturating_sub(count_of(e));
-            if left + n <= p.limit {
-                pass_at = (e + k + 1) * p.len;
-                break;
-            }
-        }
-        (
-            Decision::denied(remaining, now_ns, pass_at, reset(newest)),
-            None,
-        )
+    };
+    let total: u64 = (first..=cur).map(count_of).sum();
+    let remaining = p.limit.saturating_sub(total);
+    // Full capacity returns when the newest counted slot leaves the window.
+    let reset = |newest: Option<u64>| match newest {
+        Some(e) => ((e + k + 1) * p.len).saturating_sub(now_ns),
+        None => 0,
+    };
+    let newest = (first..=cur).rev().find(|&e| count_of(e) != 0);
+    if n > p.limit {
+        return (Decision::exceeds(remaining, reset(newest)), None);
     }
+    if total + n <= p.limit {
+        if n == 0 {
+            return (Decision::allowed(remaining, reset(newest)), None);
+        }
+        let (count, finished) = if head_epoch == cur {
+            (head_count + n, None)
+        } else {
+            let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
+            (n, finished)
+        };
+        let write = Write {
+            head: cur << p.count_bits | count,
+            finished,
+        };
+        return (
+            Decision::allowed(remaining - n, reset(Some(cur))),
+            Some(write),
+        );
+    }
+    // Denied: slot e stops counting when slot e + k + 1 begins; find the first moment
+    // enough has left. (Saturating: a denial may read ring entries that movers are
+    // writing concurrently; it decides on a snapshot that may be stale, never unsafe.)
+    let mut left = total;
+    let mut pass_at = (cur + 1) * p.len;
+    for e in first..=cur {
+        left = left.saturating_sub(count_of(e));
+        if left + n <= p.limit {
+            pass_at = (e + k + 1) * p.len;
+            break;
+        }
+    }
+    (
+        Decision::denied(remaining, now_ns, pass_at, reset(newest)),
+        None,
+    )
 }
 
-/// The lock-free sliding window without a clock: what a keyed map stores per key.
+/// One sliding window's atomics: the head and the ring of finished slots.
 #[derive(Debug)]
-pub(crate) struct SlidingWindowCore {
+pub struct SlotRing {
     head: AtomicU64,
     ring: Box<[AtomicU64]>,
-    geometry: Geometry,
 }
 
-impl SlidingWindowCore {
-    pub(crate) fn new(quota: &Quota, slots: u32) -> Result<Self, QuotaError> {
-        let geometry = Geometry::new(quota, slots)?;
-        let ring: Vec<AtomicU64> = (0..geometry.ring_len())
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        Ok(SlidingWindowCore {
+/// The sliding-window counter: parameters [`Geometry`], state a [`SlotRing`].
+#[derive(Debug)]
+pub struct Sliding;
+
+impl Algo for Sliding {
+    type Params = Geometry;
+    type State = SlotRing;
+
+    /// The default geometry: [`DEFAULT_SLOTS`] slots.
+    fn params(quota: &Quota) -> Result<Geometry, QuotaError> {
+        Geometry::new(quota, DEFAULT_SLOTS)
+    }
+
+    fn state(g: &Geometry) -> Result<SlotRing, QuotaError> {
+        let ring: Vec<AtomicU64> = (0..g.ring_len()).map(|_| AtomicU64::new(0)).collect();
+        Ok(SlotRing {
             head: AtomicU64::new(0),
             ring: ring.into_boxed_slice(),
-            geometry,
         })
     }
 
-    /// The compare-exchange loop around [`Geometry::decide`].
+    /// The compare-exchange loop around [`decide`].
     #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Acquire: pairs with the Release of the CAS that moved the head here, so the ring
-        // entries of the slots it finished are visible below.
-        let mut head = self.head.load(Ordering::Acquire);
-        loop {
-            // Relaxed: ordered after the Acquire head load; see the module's orderings.
-            let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
-            let (decision, write) = self.geometry.decide(head, ring, now_ns, n);
-            let Some(write) = write else { return decision };
-            if let Some((i, word)) = write.finished {
-                // Relaxed: published by the Release CAS below; fetch_max keeps the largest
-                // (final) count if several movers race.
-                self.ring[i].fetch_max(word, Ordering::Relaxed);
-            }
-            // Release: publishes the ring write above to whoever sees the new head.
-            // Acquire on failure: the returned head is the next one we decide on.
-            match self.head.compare_exchange_weak(
-                head,
-                write.head,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return decision,
-                Err(current) => head = current,
-            }
-        }
+    fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
+        // Load Acquire: pairs with the Release of the CAS that moved the head here, so the
+        // ring entries of the slots it finished are visible to `decide`. CAS Release on
+        // success: publishes the ring write made in `propose` to whoever sees the new head.
+        // Acquire on failure: the returned head is the next one decided on.
+        let (decision, _) = update(
+            &s.head,
+            Ordering::Acquire,
+            Ordering::Release,
+            Ordering::Acquire,
+            |head| {
+                // Relaxed: ordered after the Acquire head load; see the module's orderings.
+                let ring = |i: usize| s.ring[i].load(Ordering::Relaxed);
+                let (decision, write) = decide(g, head, ring, now_ns, n);
+                let Some(write) = write else {
+                    return (decision, None);
+                };
+                if let Some((i, word)) = write.finished {
+                    // Relaxed: published by the Release CAS that follows; fetch_max keeps the
+                    // largest (final) count if several movers race.
+                    s.ring[i].fetch_max(word, Ordering::Relaxed);
+                }
+                (decision, Some(write.head))
+            },
+        );
+        decision
     }
 }
+
+impl AlwaysFits for Sliding {}
 
 /// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
 /// `K` slots (8 by default) without a background thread. Memory `8 × (K + 2)` bytes whatever
@@ -245,51 +255,9 @@ impl SlidingWindowCore {
 /// assert_eq!(before + after, 5); // the edge burst is held to the limit
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct SlidingWindow<C = crate::MonotonicClock> {
-    core: SlidingWindowCore,
-    clock: C,
-}
+pub type SlidingWindow<C = DefaultClock> = RateLimiter<Sliding, C>;
 
-/// A lock-free sliding-window counter; see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct SlidingWindow<C> {
-    core: SlidingWindowCore,
-    clock: C,
-}
-
-#[cfg(feature = "std")]
-impl SlidingWindow {
-    /// A sliding window of 8 slots on the default [`MonotonicClock`](crate::MonotonicClock).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota, SlidingWindow};
-    /// let window = SlidingWindow::new(Quota::per_second(100)?);
-    /// assert!(window.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn new(quota: Quota) -> Self {
-        SlidingWindow::with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> SlidingWindow<C> {
-    /// A sliding window of 8 slots that reads time from `clock`.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, SlidingWindow};
-    /// let window = SlidingWindow::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// # let _ = window;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        let core = SlidingWindowCore::new(&quota, DEFAULT_SLOTS)
-            .expect("a validated quota fits the default slots");
-        SlidingWindow { core, clock }
-    }
-
+impl<C: Clock> RateLimiter<Sliding, C> {
     /// A sliding window of `slots` slots (1 to 4096): more slots, closer to the exact log,
     /// at 8 bytes and one more load per request each.
     ///
@@ -298,26 +266,16 @@ impl<C: Clock> SlidingWindow<C> {
     /// slots are too short for the counter and slot number to share a word.
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::{ManualClock, Quota, SlidingWindow};
-    /// // The seed's layout: 100 slots of 10 ms.
+    /// // 100 slots of 10 ms.
     /// let w = SlidingWindow::with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
     /// assert!(SlidingWindow::with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
     /// # let _ = w;
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
-        Ok(SlidingWindow {
-            core: SlidingWindowCore::new(&quota, slots)?,
-            clock,
-        })
-    }
-}
-
-impl<C: Clock> Limiter for SlidingWindow<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
+        let core = Core::with_params(Geometry::new(&quota, slots)?)?;
+        Ok(RateLimiter::from_core(core, clock))
     }
 }
 
@@ -331,12 +289,12 @@ mod tests {
         let g = Geometry::new(&Quota::per_second(10).unwrap(), 4).unwrap();
         assert_eq!(g.p.len, 250_000_000);
         let ring = [0u64; 5];
-        let (d, w) = g.decide(0, |i| ring[i], 0, 3);
+        let (d, w) = decide(&g, 0, |i| ring[i], 0, 3);
         assert!(d.is_allowed());
         let w = w.unwrap();
         assert_eq!(w.finished, None);
         // Next slot: the head moves and slot 0 (count 3) goes to the ring.
-        let (d, w2) = g.decide(w.head, |i| ring[i], 250_000_000, 1);
+        let (d, w2) = decide(&g, w.head, |i| ring[i], 250_000_000, 1);
         assert!(d.is_allowed());
         assert_eq!(d.remaining(), 6);
         assert_eq!(w2.unwrap().finished, Some((0, w.head)));
@@ -350,7 +308,7 @@ mod tests {
         // Slot 0 holds 3, the head (slot 1) holds 1: full.
         ring[0] = 3;
         let head = 1 << cb | 1;
-        let (d, w) = g.decide(head, |i| ring[i], 300_000_000, 2);
+        let (d, w) = decide(&g, head, |i| ring[i], 300_000_000, 2);
         assert!(!d.is_allowed() && w.is_none());
         // Slot 0 stops counting when slot 0 + 4 + 1 = 5 begins, at 1.25 s.
         assert_eq!(d.retry_after(), Some(Duration::from_millis(950)));

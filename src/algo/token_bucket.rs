@@ -37,14 +37,11 @@
 //! A `now` earlier than before reads as fewer tokens (the bucket is as it was at that earlier
 //! instant, minus nothing it has not earned): never more admissions, never a panic.
 
-use crate::clock::Clock;
+use super::{update, Algo, AlwaysFits, Step};
 use crate::decision::Decision;
-use crate::limiter::Limiter;
-use crate::quota::{GcraParams, Quota, HORIZON};
+use crate::limiter::{DefaultClock, RateLimiter};
+use crate::quota::{GcraParams, Quota, QuotaError, HORIZON};
 use crate::sync::{AtomicU64, Ordering};
-
-/// What one request does to a bucket: the decision, and the new state if it must be written.
-pub(crate) type Step = (Decision, Option<u64>);
 
 /// The pure decision: state, now, cost → decision and new state. No atomics, no clock.
 #[inline]
@@ -103,47 +100,47 @@ pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64
     (new_tat - now <= p.capacity).then_some(new_tat)
 }
 
-/// The lock-free bucket without a clock: what a keyed map stores per key.
+/// The token bucket: parameters [`GcraParams`], state one `tat` word.
 #[derive(Debug)]
-pub(crate) struct TokenBucketCore {
-    tat: AtomicU64,
-    params: GcraParams,
-}
+pub struct Gcra;
 
-impl TokenBucketCore {
-    pub(crate) fn new(quota: &Quota) -> Self {
-        let params = quota.gcra().expect("a validated quota has GCRA parameters");
-        TokenBucketCore {
-            tat: AtomicU64::new(0),
-            params,
-        }
+impl Algo for Gcra {
+    type Params = GcraParams;
+    type State = AtomicU64;
+
+    fn params(quota: &Quota) -> Result<GcraParams, QuotaError> {
+        quota.gcra().ok_or(QuotaError::RateTooHigh {
+            limit: quota.limit(),
+            period: quota.period(),
+        })
     }
 
-    /// The compare-exchange loop around [`decide`].
+    fn state(_: &GcraParams) -> Result<AtomicU64, QuotaError> {
+        Ok(AtomicU64::new(0))
+    }
+
+    /// The compare-exchange loop around [`admit`], then [`decide`] once it is settled.
     #[inline]
-    pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Decision {
-        // Relaxed: see the module's orderings.
-        let mut tat = self.tat.load(Ordering::Relaxed);
+    fn acquire(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
         // The `tat` the decision is made on: the one a denial read, or the one an admission's
-        // compare-exchange replaced.
-        let decided_on = loop {
-            let write = admit(&self.params, tat, now_ns, n);
-            debug_assert_eq!(write, decide(&self.params, tat, now_ns, n).1);
-            let Some(new_tat) = write else {
-                break tat;
-            };
-            // Relaxed: the CAS orders admissions on this one word; nothing else is published.
-            match self
-                .tat
-                .compare_exchange_weak(tat, new_tat, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break tat,
-                Err(current) => tat = current,
-            }
-        };
-        decide(&self.params, decided_on, now_ns, n).0
+        // compare-exchange replaced. Relaxed load and CAS: the CAS orders admissions on this
+        // one word, and nothing else is published (see the module's orderings).
+        let ((), decided_on) = update(
+            tat,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |tat| {
+                let write = admit(p, tat, now_ns, n);
+                debug_assert_eq!(write, decide(p, tat, now_ns, n).1);
+                ((), write)
+            },
+        );
+        decide(p, decided_on, now_ns, n).0
     }
 }
+
+impl AlwaysFits for Gcra {}
 
 /// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
 /// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.
@@ -163,59 +160,7 @@ impl TokenBucketCore {
 /// assert!(!bucket.try_acquire().is_allowed());
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-#[derive(Debug)]
-#[cfg(feature = "std")]
-pub struct TokenBucket<C = crate::MonotonicClock> {
-    core: TokenBucketCore,
-    clock: C,
-}
-
-/// A lock-free token bucket (GCRA); see the std documentation.
-#[derive(Debug)]
-#[cfg(not(feature = "std"))]
-pub struct TokenBucket<C> {
-    core: TokenBucketCore,
-    clock: C,
-}
-
-#[cfg(feature = "std")]
-impl TokenBucket {
-    /// A bucket on the default [`MonotonicClock`](crate::MonotonicClock).
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota, TokenBucket};
-    /// let bucket = TokenBucket::new(Quota::per_second(100)?);
-    /// assert!(bucket.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn new(quota: Quota) -> Self {
-        TokenBucket::with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> TokenBucket<C> {
-    /// A bucket that reads time from `clock`.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, TokenBucket};
-    /// let bucket = TokenBucket::with_clock(Quota::per_minute(60)?, ManualClock::new());
-    /// # let _ = bucket;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        TokenBucket {
-            core: TokenBucketCore::new(&quota),
-            clock,
-        }
-    }
-}
-
-impl<C: Clock> Limiter for TokenBucket<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
-    }
-}
+pub type TokenBucket<C = DefaultClock> = RateLimiter<Gcra, C>;
 
 #[cfg(test)]
 mod tests {

@@ -3,12 +3,14 @@
 //! every build outside the models fixes to the sound protocol). Only under
 //! `--cfg tollgate_loom`, reached through `tollgate::__loom`.
 
-use crate::algo::sliding_window::SlidingWindowCore;
+use crate::algo::sliding_window::Sliding;
+use crate::algo::token_bucket::Gcra;
+use crate::algo::Algo;
 use crate::quota::Quota;
 use crate::sync::Arc;
 
 use super::slot::{self, Attempt, StateSlot};
-use super::word::{self, Gcra, WordRule, WordSlot};
+use super::word::{self, WordSlot};
 
 /// Which protocol a request or an eviction on a one-word slot runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +56,7 @@ pub struct WordSlotModel(WordSlot<Gcra>);
 impl WordSlotModel {
     /// A fresh slot: a token bucket of `limit` per second.
     pub fn token_bucket(limit: u64) -> Self {
-        let params = Gcra::params(&per_second(limit)).expect("a token bucket");
+        let params = <Gcra as Algo>::params(&per_second(limit)).expect("a token bucket");
         WordSlotModel(WordSlot::new(Arc::new(params)))
     }
 
@@ -86,7 +88,7 @@ impl WordSlotModel {
 /// A keyed sliding window of `limit` per second as the map stores it: the state word and
 /// the core.
 #[derive(Debug)]
-pub struct StateSlotModel(StateSlot<SlidingWindowCore>);
+pub struct StateSlotModel(StateSlot<Sliding>);
 
 impl StateSlotModel {
     /// A fresh slot: a sliding window of `limit` per second.

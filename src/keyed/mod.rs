@@ -34,8 +34,10 @@ use core::hash::{BuildHasher, Hash};
 use core::num::NonZeroUsize;
 use core::ptr;
 
-use crate::algo::sliding_log::SlidingLogCore;
-use crate::algo::sliding_window::SlidingWindowCore;
+use crate::algo::fixed_window::Fixed;
+use crate::algo::sliding_log::Log;
+use crate::algo::sliding_window::Sliding;
+use crate::algo::token_bucket::Gcra;
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
@@ -44,7 +46,6 @@ use crate::sync::{AtomicU64, Ordering};
 use papaya::Guard as _;
 use plans::{Boxed, KeySlot, Plans, SlotMaker};
 use slot::Attempt;
-use word::{Gcra, Window};
 
 /// The algorithm every limiter of a [`KeyedLimiter`] runs, picked by setting.
 ///
@@ -359,9 +360,9 @@ struct Shared {
 /// (on this enum) and the slot's code is specialized.
 enum Maps<K, S> {
     TokenBucket(Keyed<K, Plans<Gcra>, S>),
-    FixedWindow(Keyed<K, Plans<Window>, S>),
-    SlidingWindow(Keyed<K, Boxed<SlidingWindowCore>, S>),
-    SlidingLog(Keyed<K, Boxed<SlidingLogCore>, S>),
+    FixedWindow(Keyed<K, Plans<Fixed>, S>),
+    SlidingWindow(Keyed<K, Boxed<Sliding>, S>),
+    SlidingLog(Keyed<K, Boxed<Log>, S>),
 }
 
 /// Runs `$body` with `$m` bound to the map, whichever algorithm it is.

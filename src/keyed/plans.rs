@@ -7,7 +7,9 @@ use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::Arc;
 
-use super::slot::{Attempt, Core, StateSlot};
+use crate::algo::Algo;
+
+use super::slot::{Attempt, StateSlot};
 use super::word::{WordRule, WordSlot};
 use super::KeyHasher;
 
@@ -40,7 +42,7 @@ impl<R: WordRule> KeySlot for WordSlot<R> {
     }
 }
 
-impl<C: Core> KeySlot for Box<StateSlot<C>> {
+impl<A: Algo + 'static> KeySlot for Box<StateSlot<A>> {
     #[inline]
     fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
         StateSlot::acquire(self, now_ns, n)
@@ -133,11 +135,11 @@ impl<C> Boxed<C> {
     }
 }
 
-impl<C: Core> SlotMaker for Boxed<C> {
-    type Slot = Box<StateSlot<C>>;
+impl<A: Algo + 'static> SlotMaker for Boxed<A> {
+    type Slot = Box<StateSlot<A>>;
 
     #[inline]
-    fn make(&self, quota: &Quota) -> Result<Box<StateSlot<C>>, QuotaError> {
+    fn make(&self, quota: &Quota) -> Result<Box<StateSlot<A>>, QuotaError> {
         Ok(Box::new(StateSlot::new(quota)?))
     }
 }

@@ -7,7 +7,7 @@
 //! | field   | type     | meaning                                                          |
 //! |---------|----------|------------------------------------------------------------------|
 //! | `state` | `u32`    | the eviction state word (below)                                  |
-//! | `core`  | the core | `SlidingWindowCore` or `SlidingLogCore`, with its own parameters  |
+//! | `core`  | the core | the sliding window's or log's state and its own parameters       |
 //!
 //! The slot is boxed (the map holds 8 bytes); these cores own heap rings anyway.
 //!
@@ -89,10 +89,9 @@
 
 use core::time::Duration;
 
-use crate::algo::sliding_log::SlidingLogCore;
-use crate::algo::sliding_window::SlidingWindowCore;
+use crate::algo::{Algo, Core};
 use crate::decision::Decision;
-use crate::quota::{Quota, QuotaError, DEFAULT_SLOTS};
+use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU32, Ordering};
 
 /// A deliberate defect compiled into a protocol for a loom model to catch. Everything outside
@@ -133,59 +132,26 @@ pub(crate) enum Attempt {
     Evicted,
 }
 
-/// A limiter core of several words that a [`StateSlot`] guards.
-pub(crate) trait Core: Send + Sync + 'static {
-    /// A fresh core for `quota`.
-    fn make(quota: &Quota) -> Result<Self, QuotaError>
-    where
-        Self: Sized;
-
-    /// The core's own request (its lock-free commit; it writes on an admission).
-    fn commit(&self, now_ns: u64, n: u64) -> Decision;
-}
-
-impl Core for SlidingWindowCore {
-    fn make(quota: &Quota) -> Result<Self, QuotaError> {
-        SlidingWindowCore::new(quota, DEFAULT_SLOTS)
-    }
-
-    #[inline]
-    fn commit(&self, now_ns: u64, n: u64) -> Decision {
-        self.acquire(now_ns, n)
-    }
-}
-
-impl Core for SlidingLogCore {
-    fn make(quota: &Quota) -> Result<Self, QuotaError> {
-        SlidingLogCore::try_new(quota)
-    }
-
-    #[inline]
-    fn commit(&self, now_ns: u64, n: u64) -> Decision {
-        self.acquire(now_ns, n)
-    }
-}
-
 /// One key's limiter: the eviction state word and the core (see the module docs).
 #[derive(Debug)]
-pub(crate) struct StateSlot<C> {
+pub(crate) struct StateSlot<A: Algo> {
     state: AtomicU32,
-    core: C,
+    core: Core<A>,
 }
 
-impl<C: Core> StateSlot<C> {
+impl<A: Algo> StateSlot<A> {
     /// A fresh slot for `quota`.
     pub(crate) fn new(quota: &Quota) -> Result<Self, QuotaError> {
         Ok(StateSlot {
             state: AtomicU32::new(LIVE),
-            core: C::make(quota)?,
+            core: Core::try_new(quota)?,
         })
     }
 
     /// The core's own request, outside the eviction protocol.
     #[inline]
     pub(crate) fn commit(&self, now_ns: u64, n: u64) -> Decision {
-        self.core.commit(now_ns, n)
+        self.core.acquire(now_ns, n)
     }
 
     /// Whether the limiter is at full capacity at `now_ns`: as good as a new one.
@@ -196,7 +162,7 @@ impl<C: Core> StateSlot<C> {
     /// nothing it stores.)
     #[inline]
     fn is_fresh(&self, now_ns: u64) -> bool {
-        self.core.commit(now_ns, 0).reset_after() == Duration::ZERO
+        self.core.acquire(now_ns, 0).reset_after() == Duration::ZERO
     }
 
     /// A request of cost `n` at `now_ns` (see the module's protocol).
@@ -208,7 +174,7 @@ impl<C: Core> StateSlot<C> {
     /// [`StateSlot::acquire`], or with a defect planted for a loom model.
     #[inline(always)]
     pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
-        let decision = self.core.commit(now_ns, n);
+        let decision = self.core.acquire(now_ns, n);
         if n == 0 || !decision.is_allowed() || PLANT == REQUESTER_SKIPS_CHECK {
             // Nothing was written: nothing can be lost.
             return Attempt::Decided(decision);
@@ -294,13 +260,15 @@ impl<C: Core> StateSlot<C> {
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
+    use crate::algo::sliding_log::Log;
+    use crate::algo::sliding_window::Sliding;
 
     /// A request (`false`) or an eviction (`true`) at a time: (allowed or evicted, flag).
     type Probe = Box<dyn Fn(u64, bool) -> (bool, bool)>;
 
     fn slots(quota: &Quota) -> [Probe; 2] {
-        fn one<C: Core>(quota: &Quota) -> Probe {
-            let slot = StateSlot::<C>::new(quota).unwrap();
+        fn one<A: Algo + 'static>(quota: &Quota) -> Probe {
+            let slot = StateSlot::<A>::new(quota).unwrap();
             Box::new(move |now, evict| {
                 if evict {
                     (slot.try_evict(now), slot.is_fresh(now))
@@ -312,10 +280,7 @@ mod tests {
                 }
             })
         }
-        [
-            one::<SlidingWindowCore>(quota),
-            one::<SlidingLogCore>(quota),
-        ]
+        [one::<Sliding>(quota), one::<Log>(quota)]
     }
 
     #[test]
@@ -333,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_requester_cancels_an_eviction_in_progress() {
-        let slot = StateSlot::<SlidingWindowCore>::new(&Quota::per_second(1).unwrap()).unwrap();
+        let slot = StateSlot::<Sliding>::new(&Quota::per_second(1).unwrap()).unwrap();
         slot.state.store(ROUND | EVICTING, Ordering::Relaxed);
         // The evictor's re-check has not run: the requester keeps its admission by cancelling.
         assert!(matches!(slot.acquire(0, 1), Attempt::Decided(d) if d.is_allowed()));

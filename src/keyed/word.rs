@@ -32,9 +32,11 @@
 
 use core::time::Duration;
 
-use crate::algo::{fixed_window, token_bucket};
+use crate::algo::fixed_window::{self, Fixed};
+use crate::algo::token_bucket::{self, Gcra};
+use crate::algo::{Algo, Step};
 use crate::decision::Decision;
-use crate::quota::{GcraParams, Quota, QuotaError, WindowParams};
+use crate::quota::{GcraParams, WindowParams};
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 use super::slot::{Attempt, Plant, SOUND};
@@ -49,16 +51,14 @@ pub(crate) const EVICTOR_RELOADS: Plant = 2;
 /// Planted defect: a requester takes `EVICTED` for a fresh limiter and admits without the map.
 pub(crate) const REQUESTER_TRUSTS_MARK: Plant = 3;
 
-/// An algorithm whose whole state is one word: its parameters and its pure decision.
-pub(crate) trait WordRule: 'static {
-    /// What a plan shares between its keys.
-    type Params: Send + Sync + core::fmt::Debug + 'static;
-
-    /// The parameters for `quota`.
-    fn params(quota: &Quota) -> Result<Self::Params, QuotaError>;
-
+/// An algorithm whose whole state is one word: its pure decision on that word. Its
+/// parameters are the [`Algo`]'s, made once per plan.
+pub(crate) trait WordRule: Algo<State = AtomicU64> + 'static
+where
+    Self::Params: 'static,
+{
     /// The pure decision: word, now, cost → decision and the new word if it must be written.
-    fn decide(p: &Self::Params, word: u64, now_ns: u64, n: u64) -> token_bucket::Step;
+    fn decide(p: &Self::Params, word: u64, now_ns: u64, n: u64) -> Step;
 
     /// The new word alone, when `decide` would write one (the compare-exchange loop's step).
     #[inline]
@@ -68,22 +68,9 @@ pub(crate) trait WordRule: 'static {
 }
 
 /// The token bucket (GCRA): the word is `tat`.
-#[derive(Debug)]
-pub(crate) enum Gcra {}
-
 impl WordRule for Gcra {
-    type Params = GcraParams;
-
-    fn params(quota: &Quota) -> Result<GcraParams, QuotaError> {
-        // Every accepted quota has them; the error only keeps this total.
-        quota.gcra().ok_or(QuotaError::RateTooHigh {
-            limit: quota.limit(),
-            period: quota.period(),
-        })
-    }
-
     #[inline]
-    fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> token_bucket::Step {
+    fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
         token_bucket::decide(p, tat, now_ns, n)
     }
 
@@ -94,21 +81,9 @@ impl WordRule for Gcra {
 }
 
 /// The fixed window: the word is `window << count_bits | count`.
-#[derive(Debug)]
-pub(crate) enum Window {}
-
-impl WordRule for Window {
-    type Params = WindowParams;
-
-    fn params(quota: &Quota) -> Result<WindowParams, QuotaError> {
-        quota.window(1).ok_or(QuotaError::RateTooHigh {
-            limit: quota.limit(),
-            period: quota.period(),
-        })
-    }
-
+impl WordRule for Fixed {
     #[inline]
-    fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> token_bucket::Step {
+    fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
         fixed_window::decide(p, word, now_ns, n)
     }
 }
@@ -214,16 +189,17 @@ impl<R: WordRule> WordSlot<R> {
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
+    use crate::quota::Quota;
 
     fn bucket(limit: u64) -> WordSlot<Gcra> {
         let quota = Quota::per_second(limit).unwrap();
-        WordSlot::new(Arc::new(Gcra::params(&quota).unwrap()))
+        WordSlot::new(Arc::new(<Gcra as Algo>::params(&quota).unwrap()))
     }
 
     #[test]
     fn a_word_slot_is_16_bytes() {
         assert_eq!(core::mem::size_of::<WordSlot<Gcra>>(), 16);
-        assert_eq!(core::mem::size_of::<WordSlot<Window>>(), 16);
+        assert_eq!(core::mem::size_of::<WordSlot<Fixed>>(), 16);
     }
 
     #[test]
