@@ -11,7 +11,7 @@
 //! front (all fresh, all alike), in an atomic word. A lookup is an `Acquire` load; inserting
 //! and removing are compare-exchanges, as papaya's are: the model adds no synchronization
 //! the real map does not have (a mutex would). Time comes from a `ManualClock`, read once per
-//! request and per sweep, as the keyed map reads its clock.
+//! sweep and once per lookup of a request (after it), as the keyed map reads its clock.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test keyed_slot
@@ -33,6 +33,8 @@ use tollgate::{Clock, ManualClock};
 trait Slot: Send + Sync + 'static {
     type Plant: Copy + Send + Sync + 'static;
     const SOUND: Self::Plant;
+    /// How long after one admission a limiter of 1 per second is fresh again.
+    const IDLE: Duration;
 
     /// A fresh limiter of `limit` per second.
     fn fresh(limit: u64) -> Self;
@@ -45,6 +47,7 @@ trait Slot: Send + Sync + 'static {
 impl Slot for WordSlotModel {
     type Plant = WordPlant;
     const SOUND: WordPlant = WordPlant::Sound;
+    const IDLE: Duration = Duration::from_secs(1);
 
     fn fresh(limit: u64) -> Self {
         WordSlotModel::token_bucket(limit)
@@ -62,6 +65,8 @@ impl Slot for WordSlotModel {
 impl Slot for StateSlotModel {
     type Plant = StatePlant;
     const SOUND: StatePlant = StatePlant::Sound;
+    // The sliding window counts an admission for up to a period and one slot.
+    const IDLE: Duration = Duration::from_secs(2);
 
     fn fresh(limit: u64) -> Self {
         StateSlotModel::sliding_window(limit)
@@ -128,9 +133,10 @@ impl<S: Slot> OneKeyMap<S> {
 
     /// `KeyedLimiter::try_acquire`: true if admitted.
     fn request(&self, plant: S::Plant) -> bool {
-        let now = self.clock.now_nanos();
         loop {
             let index = self.get_or_insert();
+            // As the map: the clock is read after the lookup.
+            let now = self.clock.now_nanos();
             match self.slots[index - 1].acquire(now, plant) {
                 Some(allowed) => return allowed,
                 None => self.remove_if_same(index), // evicted under us: help, then redo
@@ -212,7 +218,63 @@ fn two_sweeps_and_a_request<S: Slot>(evictor: S::Plant) -> impl Fn() + Send + Sy
     }
 }
 
+/// Limit 1, the key used at time 0. Three threads: one moves the clock to when the limiter is
+/// full again (`S::IDLE`), one requests, one sweeps; each reads the clock before or after the
+/// move. Whatever each read and wherever the eviction falls, the request and one more request
+/// after the move admit exactly one between them: the second if the first was decided at time
+/// 0 (denied), else the first. A request that read time 0 and found the limiter evicted must
+/// not spend the new limiter's burst at time 0.
+fn time_moving_under_a_request_and_a_sweep<S: Slot>(
+    requester: S::Plant,
+) -> impl Fn() + Send + Sync + 'static {
+    move || time_moving::<S>(requester)
+}
+
+fn time_moving<S: Slot>(requester: S::Plant) {
+    let map = Arc::new(OneKeyMap::<S>::with_key(1, 2));
+    map.clock.set(Duration::ZERO);
+    assert!(
+        map.request(S::SOUND),
+        "a fresh limiter of 1 denied its first request"
+    );
+    let clock = map.clock.clone();
+    let mover = thread::spawn(move || clock.set(S::IDLE));
+    let m = map.clone();
+    let request = thread::spawn(move || m.request(requester));
+    let m = map.clone();
+    let sweep = thread::spawn(move || m.evict(S::SOUND));
+    mover.join().unwrap();
+    let first = request.join().unwrap();
+    sweep.join().unwrap();
+    let second = map.request(S::SOUND);
+    assert!(
+        first != second,
+        "once idle after a use, a limit of 1 admitted {} of two requests",
+        u8::from(first) + u8::from(second)
+    );
+}
+
 // The one-word protocol (token bucket).
+
+#[test]
+fn word_time_moving_under_a_request_and_a_sweep_admits_once() {
+    loom_tests::model(
+        "keyed word slot: time moving under a request and a sweep",
+        time_moving_under_a_request_and_a_sweep::<WordSlotModel>(WordPlant::Sound),
+    );
+}
+
+/// Planted: a requester that reads the mark redoes without the `Acquire` fence. loom must
+/// find the redo whose clock reading is older than the evictor's, spending the new limiter's
+/// burst at time 0.
+#[test]
+fn planted_word_requester_without_fence_is_caught() {
+    loom_tests::expect_caught(
+        "keyed word slot mutant: requester skips the fence",
+        "admitted 2 of two",
+        time_moving_under_a_request_and_a_sweep::<WordSlotModel>(WordPlant::RequesterSkipsFence),
+    );
+}
 
 #[test]
 fn word_a_request_racing_an_eviction_is_never_lost() {
@@ -281,6 +343,14 @@ fn planted_word_requester_that_trusts_the_mark_is_caught() {
 }
 
 // The state-word protocol (sliding window).
+
+#[test]
+fn state_time_moving_under_a_request_and_a_sweep_admits_once() {
+    loom_tests::model(
+        "keyed state slot: time moving under a request and a sweep",
+        time_moving_under_a_request_and_a_sweep::<StateSlotModel>(StatePlant::Sound),
+    );
+}
 
 #[test]
 fn state_a_request_racing_an_eviction_is_never_lost() {

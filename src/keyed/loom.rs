@@ -23,6 +23,9 @@ pub enum WordPlant {
     EvictorReloads,
     /// Defect: a requester takes the mark for a fresh limiter and admits without the map.
     RequesterTrustsMark,
+    /// Defect: a requester that reads the mark redoes without the `Acquire` fence, so its
+    /// next clock reading may be older than the evictor's.
+    RequesterSkipsFence,
 }
 
 /// Which protocol a request or an eviction on a boxed slot runs.
@@ -67,6 +70,9 @@ impl WordSlotModel {
             WordPlant::RequesterTrustsMark => self
                 .0
                 .acquire_planted::<{ word::REQUESTER_TRUSTS_MARK }>(now_ns, 1),
+            WordPlant::RequesterSkipsFence => self
+                .0
+                .acquire_planted::<{ word::REQUESTER_SKIPS_FENCE }>(now_ns, 1),
             _ => self.0.acquire(now_ns, 1),
         })
     }

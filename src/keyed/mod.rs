@@ -487,6 +487,10 @@ where
     /// plan's rule) instead of the map's. A key keeps the quota it was made with until it is
     /// evicted.
     ///
+    /// For the token bucket and the fixed window, the keys of one quota share its parameters:
+    /// each distinct quota is kept once (about 100 bytes) for the map's life, so pass a few
+    /// plans' quotas, not a quota computed per key.
+    ///
     /// If the map's algorithm cannot represent `quota` (see [`KeyedLimiter::check_quota`]),
     /// the request is denied with [`Decision::exceeds_capacity`]: check plans up front.
     ///
@@ -584,8 +588,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.clock.now_nanos();
-        with_map!(&self.maps, m => m.acquire(&self.shared, key, n, quota, now))
+        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota))
     }
 }
 
@@ -630,14 +633,27 @@ where
     }
 
     #[inline]
-    fn acquire<Q>(&self, shared: &Shared, key: &Q, n: u64, quota: &Quota, now: u64) -> Decision
+    fn acquire<Q, C: Clock>(
+        &self,
+        shared: &Shared,
+        clock: &C,
+        key: &Q,
+        n: u64,
+        quota: &Quota,
+    ) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let map = self.map.pin();
         loop {
-            let slot = match map.get(key) {
+            let found = map.get(key);
+            // Read after the lookup: a request that finds its key evicted (gone, or marked)
+            // has synchronized with the evictor, so its reading is no earlier than the one
+            // the evictor found the limiter fresh at. An earlier reading could spend a new
+            // limiter's burst at an instant when the evicted one had none.
+            let now = clock.now_nanos();
+            let slot = match found {
                 Some(slot) => slot,
                 None => match self.insert(shared, &map, key, quota, now, n) {
                     Ok(slot) => slot,
@@ -647,7 +663,8 @@ where
             match slot.acquire(now, n) {
                 Attempt::Decided(decision) => return decision,
                 Attempt::Evicted => {
-                    // Help the evictor remove the orphan, then redo on a new limiter.
+                    // Help the evictor remove the orphan, then redo on a new limiter (and a
+                    // new reading of the clock).
                     let _ = map.remove_if(key, |_, v| ptr::eq(v, slot));
                 }
             }

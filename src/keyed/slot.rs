@@ -28,7 +28,9 @@
 //! - requester cancel CAS: `Relaxed`: it only decides who wins that `EVICTING`;
 //! - evictor pre-filter load: `Relaxed`: a hint, the CAS decides;
 //! - evictor `LIVE → EVICTING`: `Acquire`: synchronizes with the requesters' RMWs;
-//! - evictor `EVICTING → EVICTED / LIVE`: `Relaxed`: publishes nothing; the removal is the map's.
+//! - evictor `EVICTING → EVICTED / LIVE`: `Release`; a requester that reads `EVICTED` issues
+//!   an `Acquire` fence before reading the clock again for its redo, which is then no earlier
+//!   than the evictor's now.
 //!
 //! # Phases
 //!
@@ -92,7 +94,7 @@ use core::time::Duration;
 use crate::algo::{Algo, Core};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
 /// A deliberate defect compiled into a protocol for a loom model to catch. Everything outside
 /// the models runs [`SOUND`], for which every planted branch folds away at compile time.
@@ -121,6 +123,15 @@ fn phase(state: u32) -> u32 {
 #[inline]
 fn with_phase(state: u32, phase: u32) -> u32 {
     state & !PHASE | phase
+}
+
+/// A request found its limiter `EVICTED`: it redoes itself through the map.
+#[cold]
+fn evicted() -> Attempt {
+    // Acquire (with the evictor's Release): the redo's clock reading is at least the one the
+    // evictor judged the limiter fresh at.
+    fence(Ordering::Acquire);
+    Attempt::Evicted
 }
 
 /// What a request on one slot came to.
@@ -185,7 +196,7 @@ impl<A: Algo> StateSlot<A> {
         match phase(state) {
             LIVE => Attempt::Decided(decision),
             EVICTING => self.cancel_eviction(state, decision),
-            _ => Attempt::Evicted,
+            _ => evicted(),
         }
     }
 
@@ -198,7 +209,7 @@ impl<A: Algo> StateSlot<A> {
             Ordering::Relaxed,
             Ordering::Relaxed,
         ) {
-            Err(now) if phase(now) == EVICTED => Attempt::Evicted,
+            Err(now) if phase(now) == EVICTED => evicted(),
             // Cancelled, backed off, or a newer attempt that began after our RMW (it sees us).
             _ => Attempt::Decided(decision),
         }
@@ -248,10 +259,10 @@ impl<A: Algo> StateSlot<A> {
         } else {
             (with_phase(evicting, LIVE), false)
         };
-        // Relaxed: publishes nothing (a requester that loses retries through the map);
-        // failure means a requester cancelled this attempt.
+        // Release: a requester that reads `EVICTED` and acquires it reads the clock again
+        // no earlier than `now_ns`. Failure means a requester cancelled this attempt.
         let done = state
-            .compare_exchange(evicting, next, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(evicting, next, Ordering::Release, Ordering::Relaxed)
             .is_ok();
         evicted && done
     }

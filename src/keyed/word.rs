@@ -25,10 +25,13 @@
 //!
 //! # Orderings
 //!
-//! The word is the whole state and publishes nothing else: every access is `Relaxed`. The
+//! The word is the whole state: requests load and compare-exchange it `Relaxed`. The
 //! admission and the eviction are compare-exchanges on the same word, so its modification
 //! order alone decides which came first; a stale load only makes a compare-exchange fail.
-//! The entry's removal is published by the map.
+//! The mark is installed `Release`, and a requester that reads it issues an `Acquire` fence
+//! before it reads the clock again for its redo: the redo's now is no earlier than the now at
+//! which the evictor found the limiter fresh, so a request with a stale reading cannot
+//! spend a fresh limiter's burst at an instant when the evicted one had none.
 
 use core::time::Duration;
 
@@ -37,7 +40,7 @@ use crate::algo::token_bucket::{self, Gcra};
 use crate::algo::{Algo, Step};
 use crate::decision::Decision;
 use crate::quota::{GcraParams, WindowParams};
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{fence, Arc, AtomicU64, Ordering};
 
 use super::slot::{Attempt, Plant, SOUND};
 
@@ -50,6 +53,8 @@ pub(crate) const EVICTOR_STORES: Plant = 1;
 pub(crate) const EVICTOR_RELOADS: Plant = 2;
 /// Planted defect: a requester takes `EVICTED` for a fresh limiter and admits without the map.
 pub(crate) const REQUESTER_TRUSTS_MARK: Plant = 3;
+/// Planted defect: a requester that reads `EVICTED` redoes without the `Acquire` fence.
+pub(crate) const REQUESTER_SKIPS_FENCE: Plant = 4;
 
 /// An algorithm whose whole state is one word: its pure decision on that word. Its
 /// parameters are the [`Algo`]'s, made once per plan.
@@ -130,6 +135,11 @@ impl<R: WordRule> WordSlot<R> {
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
             if word == EVICTED {
+                // Acquire (with the evictor's Release mark): the redo's clock reading is at
+                // least the one the evictor judged the limiter fresh at.
+                if PLANT != REQUESTER_SKIPS_FENCE {
+                    fence(Ordering::Acquire);
+                }
                 if PLANT == REQUESTER_TRUSTS_MARK {
                     return Attempt::Decided(R::decide(p, 0, now_ns, n).0);
                 }
@@ -179,9 +189,10 @@ impl<R: WordRule> WordSlot<R> {
         } else {
             word
         };
-        // Relaxed: one word; fails if anything (an admission) wrote since the check.
+        // Release: a requester that reads the mark and acquires it reads the clock again no
+        // earlier than `now_ns`. Fails if anything (an admission) wrote since the check.
         self.word
-            .compare_exchange(expected, EVICTED, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(expected, EVICTED, Ordering::Release, Ordering::Relaxed)
             .is_ok()
     }
 }
