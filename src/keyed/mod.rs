@@ -5,13 +5,14 @@
 //! fixed window) store their word and a pointer to their plan's shared parameters: 16 bytes
 //! per key, the eviction mark folded into the word (see `word.rs`). The sliding window and
 //! log store a boxed core beside a state word for eviction (see `slot.rs`). The map owns one
-//! clock, read once per request.
+//! clock, read once per lookup.
 //!
 //! # Hot path
 //!
-//! Read the clock; pin the map (an epoch guard, no allocation); hash the key and look it up;
-//! for the one-word limiters, one load and, to admit, one compare-exchange that both commits
-//! and proves the limiter was not evicted. Only a miss allocates: it makes the key's limiter
+//! Pin the map (an epoch guard, no allocation); hash the key and look it up; read the clock
+//! (after the lookup, so that a request that finds its key evicted reads a time no earlier
+//! than the evictor's); for the one-word limiters, one load and, to admit, one
+//! compare-exchange that both commits and proves the limiter was not evicted. Only a miss allocates: it makes the key's limiter
 //! and inserts it with `try_insert`, so that two racing first requests end on one limiter
 //! (the loser's is dropped unused).
 //!
@@ -321,8 +322,9 @@ struct Bound {
 ///
 /// Every key's limiter runs the same [`Algorithm`]; its quota is the map's, or the one given
 /// with the key's first request ([`KeyedLimiter::try_acquire_with`]). One clock serves the
-/// whole map and is read once per request. Lookups take the key by reference, in any borrowed
-/// form (`&str` for `String` keys); only a key's first request allocates.
+/// whole map and is read once per request (again if the request races its key's eviction).
+/// Lookups take the key by reference, in any borrowed form (`&str` for `String` keys); only a
+/// key's first request allocates.
 ///
 /// ```
 /// use std::time::Duration;
