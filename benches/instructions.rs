@@ -116,15 +116,15 @@ fn mutex_sliding_window(limiter: MSw) -> MSw {
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(SlidingLog::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(SlidingLog::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(SlidingLog::try_with_clock(open(), frozen()).expect("a small log allocates")))]
+#[bench::denied(drained(Tollgate(SlidingLog::try_with_clock(closed(), frozen()).expect("a small log allocates"))))]
 fn sliding_log(limiter: Sl) -> Sl {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(MutexSlidingLog::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(MutexSlidingLog::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(MutexSlidingLog::try_with_clock(open(), frozen()).expect("a small log allocates")))]
+#[bench::denied(drained(Tollgate(MutexSlidingLog::try_with_clock(closed(), frozen()).expect("a small log allocates"))))]
 fn mutex_sliding_log(limiter: MSl) -> MSl {
     run(limiter)
 }

@@ -104,7 +104,7 @@ impl Decision {
     ///
     /// ```
     /// # use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
-    /// let log = SlidingLog::with_clock(Quota::per_second(10)?, ManualClock::new());
+    /// let log = SlidingLog::try_with_clock(Quota::per_second(10)?, ManualClock::new())?;
     /// assert_eq!(log.try_acquire_n(4).remaining(), 6);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```

@@ -59,6 +59,7 @@
 //! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
 // The docs link to the std-only items (MonotonicClock, baseline); without std those links
 // have no target, and only then.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
@@ -79,10 +80,52 @@ pub mod baseline;
 #[cfg(feature = "std")]
 mod keyed;
 
-/// Planted broken variants for the loom models to catch (`loom-tests/`); loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
+/// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
+/// builds only, not part of the API.
+#[cfg(tollgate_loom)]
 #[doc(hidden)]
-pub mod mutants;
+pub mod __loom {
+    pub use crate::algo::{update, Algo, Step};
+    pub use crate::limiter::RateLimiter;
+    pub use crate::quota::{GcraParams, WindowParams};
+    pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
+
+    /// The keyed slot protocols, sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
+
+    /// The token bucket's algorithm and pure functions.
+    pub mod token_bucket {
+        pub use crate::algo::token_bucket::{admit, decide, Gcra};
+    }
+    /// The fixed window's algorithm and pure decision.
+    pub mod fixed_window {
+        pub use crate::algo::fixed_window::{decide, Fixed};
+    }
+    /// The sliding window's algorithm, geometry, state and pure decision.
+    pub mod sliding_window {
+        pub use crate::algo::sliding_window::{decide, Geometry, Sliding, SlotRing};
+    }
+    /// The sliding log's algorithm, parameters and state.
+    pub mod sliding_log {
+        pub use crate::algo::sliding_log::Log;
+        pub use crate::algo::sliding_log::{LogParams, LogState, LOCKED};
+    }
+
+    /// A limiter running the algorithm `A` under `params`, reading `clock`.
+    ///
+    /// # Errors
+    /// When `A`'s state cannot be allocated.
+    pub fn limiter<A: Algo, C: crate::Clock>(
+        params: A::Params,
+        clock: C,
+    ) -> Result<RateLimiter<A, C>, crate::QuotaError> {
+        Ok(RateLimiter::from_core(
+            crate::algo::Core::with_params(params)?,
+            clock,
+        ))
+    }
+}
 
 pub use algo::fixed_window::FixedWindow;
 pub use algo::sliding_log::SlidingLog;
@@ -97,16 +140,12 @@ pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 pub use limiter::Limiter;
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 
-/// Hooks for the loom models in `loom-tests/` (loom builds only; not part of the API).
-#[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub mod __loom {
-    /// The keyed slot protocols, sound and planted.
-    #[cfg(feature = "std")]
-    pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
-}
-
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// The examples of `docs/keyed.md`, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/keyed.md")]
+struct KeyedDocDoctests;

@@ -21,7 +21,7 @@ use crate::Decision;
 /// let quota = Quota::per_second(5)?;
 /// assert_eq!(admitted(&TokenBucket::with_clock(quota, ManualClock::new()), 10), 5);
 /// assert_eq!(admitted(&FixedWindow::with_clock(quota, ManualClock::new()), 10), 5);
-/// assert_eq!(admitted(&SlidingLog::with_clock(quota, ManualClock::new()), 10), 5);
+/// assert_eq!(admitted(&SlidingLog::try_with_clock(quota, ManualClock::new())?, 10), 5);
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub trait Limiter: Send + Sync {

@@ -188,10 +188,11 @@ impl GcraParams {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowParams {
     /// Window (or slot) length in ns.
-    pub(crate) len: u64,
+    pub len: u64,
     /// Bits of the word that hold the count; the window number takes the rest.
-    pub(crate) count_bits: u32,
-    pub(crate) limit: u64,
+    pub count_bits: u32,
+    /// Admissions per window.
+    pub limit: u64,
 }
 
 const fn gcd(mut a: u64, mut b: u64) -> u64 {

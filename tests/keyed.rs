@@ -48,7 +48,7 @@ fn each_client_has_its_own_limiter() {
 }
 
 #[test]
-fn each_plan_has_its_own_quota_as_in_seed_001() {
+fn each_plan_has_its_own_quota() {
     let free = Quota::per_second(5).unwrap();
     let pro = Quota::per_second(50).unwrap();
     for algorithm in Algorithm::ALL {
@@ -66,7 +66,7 @@ fn each_plan_has_its_own_quota_as_in_seed_001() {
         clock.advance(two_periods(&pro));
         assert_eq!(passed(&users, "carol", 60), 50, "{algorithm:?}");
     }
-    // The seed's refill: 200 ms after a drained FREE burst, exactly one token is back.
+    // The refill: 200 ms after a drained FREE burst, exactly one token is back.
     let (users, clock) = keyed::<String>(Algorithm::TokenBucket, free);
     assert_eq!(passed(&users, "alice", 10), 5);
     clock.advance(Duration::from_millis(200));
@@ -91,7 +91,7 @@ fn sixteen_threads_racing_a_new_key_admit_exactly_the_limit_and_make_one_entry()
                         (limiter.clone(), start.clone(), allowed.clone());
                     thread::spawn(move || {
                         start.wait();
-                        // 16 × 63 ≈ the seed's 1,000 requests at one instant.
+                        // 16 × 63 ≈ 1,000 requests at one instant.
                         let ok = passed(&limiter, &round, 63);
                         allowed.fetch_add(ok, Ordering::Relaxed);
                     })

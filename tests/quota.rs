@@ -74,16 +74,16 @@ fn slots_outside_their_range_are_refused() {
     let q = Quota::per_second(10).unwrap();
     for slots in [0, MAX_SLOTS + 1, u32::MAX] {
         assert_eq!(
-            SlidingWindow::with_slots(q, slots, ManualClock::new()).err(),
+            SlidingWindow::try_with_slots(q, slots, ManualClock::new()).err(),
             Some(QuotaError::InvalidSlots { slots })
         );
-        assert!(MutexSlidingWindow::with_slots(q, slots, ManualClock::new()).is_err());
+        assert!(MutexSlidingWindow::try_with_slots(q, slots, ManualClock::new()).is_err());
     }
-    assert!(SlidingWindow::with_slots(q, MAX_SLOTS, ManualClock::new()).is_ok());
+    assert!(SlidingWindow::try_with_slots(q, MAX_SLOTS, ManualClock::new()).is_ok());
     // A fast rate in very short slots no longer fits one word.
     let fast = Quota::per_second(1_000_000_000).unwrap();
     assert!(matches!(
-        SlidingWindow::with_slots(fast, MAX_SLOTS, ManualClock::new()),
+        SlidingWindow::try_with_slots(fast, MAX_SLOTS, ManualClock::new()),
         Err(QuotaError::RateTooHigh { .. })
     ));
 }

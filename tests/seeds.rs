@@ -1,5 +1,6 @@
-//! Every behaviour the Java seeds in `shared/seeds/` show, on every limiter it applies to,
-//! lock-free and twin alike. Time comes from `ManualClock`; nothing sleeps.
+//! The classic rate-limiter scenarios (bursts, refills, tiers, window edges, the oldest entry
+//! of a log, many threads at one instant), on every limiter each applies to, lock-free and
+//! twin alike. Time comes from `ManualClock`; nothing sleeps.
 
 mod common;
 
@@ -17,17 +18,17 @@ fn pro() -> Quota {
     Quota::per_second(50).unwrap()
 }
 
-/// Seed 001: "a burst of 10 lets 5 through (bucket size 5)", for every algorithm.
+/// A burst of 10 lets 5 through (bucket size 5), for every algorithm.
 #[test]
-fn seed_001_a_burst_of_ten_lets_the_limit_through() {
+fn a_burst_of_ten_lets_the_limit_through() {
     for (s, _clock) in all(free()) {
         assert_eq!(admitted(&*s.limiter, 10), 5, "{}", s.name);
     }
 }
 
-/// Seed 001: "200 ms later exactly 1 token has refilled (5 per 1000 ms)".
+/// 200 ms later exactly 1 token has refilled (5 per 1000 ms).
 #[test]
-fn seed_001_token_bucket_refills_one_token_in_200_ms() {
+fn token_bucket_refills_one_token_in_200_ms() {
     let clock = ManualClock::new();
     for s in pair(Algo::TokenBucket, free(), &clock) {
         clock.set(Duration::ZERO);
@@ -44,9 +45,9 @@ fn seed_001_token_bucket_refills_one_token_in_200_ms() {
     }
 }
 
-/// Seed 001: per client and per tier: separate limiters do not share counts; PRO gets 50.
+/// Per client and per tier: separate limiters do not share counts; PRO gets 50.
 #[test]
-fn seed_001_clients_and_tiers_are_independent() {
+fn clients_and_tiers_are_independent() {
     for algo in ALGOS {
         let clock = ManualClock::new();
         let [alice, _] = pair(algo, free(), &clock);
@@ -62,10 +63,10 @@ fn seed_001_clients_and_tiers_are_independent() {
     }
 }
 
-/// Seed 001 / 003: the fixed window lets twice the limit through across an edge, while the
+/// The fixed window lets twice the limit through across an edge, while the
 /// sliding log and the sliding counter hold the same bursts to the limit.
 #[test]
-fn seed_001_edge_burst_doubles_only_in_the_fixed_window() {
+fn edge_burst_doubles_only_in_the_fixed_window() {
     for (s, clock) in all(free()) {
         clock.set(ms(1_990)); // the last 10 ms of window [1000, 2000)
         let end_of_window = admitted(&*s.limiter, 5);
@@ -80,10 +81,10 @@ fn seed_001_edge_burst_doubles_only_in_the_fixed_window() {
     }
 }
 
-/// Seed 001: 1,000 requests from 16 threads at one instant admit exactly the limit, for
-/// every limiter (the seed shows it for the token bucket).
+/// 1,000 requests from 16 threads at one instant admit exactly the limit, for
+/// every limiter.
 #[test]
-fn seed_001_a_thousand_requests_from_sixteen_threads_admit_exactly_fifty() {
+fn a_thousand_requests_from_sixteen_threads_admit_exactly_fifty() {
     for (s, clock) in all(pro()) {
         clock.set(Duration::from_secs(3)); // frozen instant, away from zero
                                            // Under miri (~1000× slower, threads interleaved one at a time) 4 threads of 25
@@ -112,9 +113,9 @@ fn seed_001_a_thousand_requests_from_sixteen_threads_admit_exactly_fifty() {
     }
 }
 
-/// Seed 001: "an hour of silence does not allow an hour of requests at once".
+/// An hour of silence does not allow an hour of requests at once.
 #[test]
-fn seed_001_an_idle_hour_refills_to_capacity_and_no_further() {
+fn an_idle_hour_refills_to_capacity_and_no_further() {
     for (s, clock) in all(free()) {
         assert_eq!(admitted(&*s.limiter, 5), 5, "{}", s.name);
         clock.advance(Duration::from_secs(3_600));
@@ -124,10 +125,10 @@ fn seed_001_an_idle_hour_refills_to_capacity_and_no_further() {
     }
 }
 
-/// Seed 000 (and 001's sliding log): 5 per 10 s; events at 1 s, 2.8 s, 4 s, 5 s, 6 s; the one
+/// 5 per 10 s; events at 1 s, 2.8 s, 4 s, 5 s, 6 s; the one
 /// at 8 s is denied (the oldest is 7 s old); the first leaves the window exactly at 11 s.
 #[test]
-fn seed_000_the_oldest_entry_decides() {
+fn the_oldest_entry_decides() {
     let quota = Quota::new(5, Duration::from_secs(10)).unwrap();
     let clock = ManualClock::new();
     for s in pair(Algo::SlidingLog, quota, &clock) {
@@ -159,10 +160,10 @@ fn seed_000_the_oldest_entry_decides() {
     }
 }
 
-/// Seed 004: 3 per 2 s; five requests 300 ms apart admit 3; after 1.5 s more, the sixth
+/// 3 per 2 s; five requests 300 ms apart admit 3; after 1.5 s more, the sixth
 /// (at 3.0 s) passes.
 #[test]
-fn seed_004_three_per_two_seconds() {
+fn three_per_two_seconds() {
     let quota = Quota::new(3, Duration::from_secs(2)).unwrap();
     for (s, clock) in all(quota) {
         let outcomes: Vec<bool> = (0..5)
@@ -187,15 +188,14 @@ fn seed_004_three_per_two_seconds() {
     }
 }
 
-/// Seed 002: 100 slots of 10 ms, 7 per second; 10 requests 50 ms apart: the first 7 pass,
-/// then 3 are denied, with no background thread; denied requests consume nothing (the seed
-/// counted them).
+/// 100 slots of 10 ms, 7 per second; 10 requests 50 ms apart: the first 7 pass,
+/// then 3 are denied, with no background thread; denied requests consume nothing.
 #[test]
-fn seed_002_hundred_slots_of_ten_ms() {
+fn hundred_slots_of_ten_ms() {
     let clock = ManualClock::new();
     let window =
-        SlidingWindow::with_slots(Quota::per_second(7).unwrap(), 100, clock.clone()).unwrap();
-    let twin = tollgate::baseline::MutexSlidingWindow::with_slots(
+        SlidingWindow::try_with_slots(Quota::per_second(7).unwrap(), 100, clock.clone()).unwrap();
+    let twin = tollgate::baseline::MutexSlidingWindow::try_with_slots(
         Quota::per_second(7).unwrap(),
         100,
         clock.clone(),
@@ -223,11 +223,11 @@ fn seed_002_hundred_slots_of_ten_ms() {
     }
 }
 
-/// Seed 003: the fixed window's reset and count share one CAS. The old window is full; 4
+/// The fixed window's reset and count share one CAS. The old window is full; 4
 /// threads hammer it while the clock crosses the edge mid-race: every admission lands in the
 /// new window, which ends up with exactly the limit (race + after = 50), never more.
 #[test]
-fn seed_003_racing_a_window_edge_never_passes_extra() {
+fn racing_a_window_edge_never_passes_extra() {
     let quota = Quota::per_second(50).unwrap();
     // Under miri, 2 rounds instead of 50 (miri is ~1000× slower; it checks the same race
     // for data races and undefined behaviour rather than for many schedules).

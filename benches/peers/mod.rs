@@ -252,11 +252,15 @@ pub fn allowed(v: &mut impl Visit) {
         Twin,
         Tollgate(MutexSlidingWindow::new(open())),
     );
-    v.visit("SlidingLog", Ours, Tollgate(SlidingLog::new(log_open())));
+    v.visit(
+        "SlidingLog",
+        Ours,
+        Tollgate(SlidingLog::try_new(log_open()).expect("a small log allocates")),
+    );
     v.visit(
         "MutexSlidingLog",
         Twin,
-        Tollgate(MutexSlidingLog::new(log_open())),
+        Tollgate(MutexSlidingLog::try_new(log_open()).expect("a small log allocates")),
     );
     v.visit("governor", Peer, governor_open(QuantaClock::default()));
     v.visit("rate-net", Peer, rate_net_open());
@@ -319,12 +323,16 @@ pub fn denied(v: &mut impl Visit) {
     v.visit(
         "SlidingLog",
         Ours,
-        drained(Tollgate(SlidingLog::new(closed()))),
+        drained(Tollgate(
+            SlidingLog::try_new(closed()).expect("a small log allocates"),
+        )),
     );
     v.visit(
         "MutexSlidingLog",
         Twin,
-        drained(Tollgate(MutexSlidingLog::new(closed()))),
+        drained(Tollgate(
+            MutexSlidingLog::try_new(closed()).expect("a small log allocates"),
+        )),
     );
     v.visit(
         "governor",

@@ -166,8 +166,8 @@ target!(
     /// bound: limit in any period.
     sliding_window,
     |quota, slots, clock, ops| {
-        let built = SlidingWindow::with_slots(quota, slots, clock.clone());
-        let twin_built = MutexSlidingWindow::with_slots(quota, slots, clock.clone());
+        let built = SlidingWindow::try_with_slots(quota, slots, clock.clone());
+        let twin_built = MutexSlidingWindow::try_with_slots(quota, slots, clock.clone());
         assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
         let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
         let mut model = SlidingWindowModel::new(&quota, slots);

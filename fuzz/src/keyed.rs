@@ -96,9 +96,11 @@ fn twin(
     Ok(match algorithm {
         Algorithm::TokenBucket => Box::new(MutexTokenBucket::with_clock(quota, clock)),
         Algorithm::FixedWindow => Box::new(MutexFixedWindow::with_clock(quota, clock)),
-        Algorithm::SlidingWindow => {
-            Box::new(MutexSlidingWindow::with_slots(quota, DEFAULT_SLOTS, clock)?)
-        }
+        Algorithm::SlidingWindow => Box::new(MutexSlidingWindow::try_with_slots(
+            quota,
+            DEFAULT_SLOTS,
+            clock,
+        )?),
         Algorithm::SlidingLog => Box::new(MutexSlidingLog::try_with_clock(quota, clock)?),
     })
 }

@@ -159,8 +159,8 @@ pub fn run(data: &[u8]) {
             Box::new(MutexSlidingWindow::with_clock(quota, clock.clone())),
         ),
     ];
-    let slotted = SlidingWindow::with_slots(quota, input.slots, clock.clone());
-    let twin_slotted = MutexSlidingWindow::with_slots(quota, input.slots, clock.clone());
+    let slotted = SlidingWindow::try_with_slots(quota, input.slots, clock.clone());
+    let twin_slotted = MutexSlidingWindow::try_with_slots(quota, input.slots, clock.clone());
     match (slotted, twin_slotted) {
         (Ok(a), Ok(b)) => pairs.push((Box::new(a), Box::new(b))),
         (Err(a), Err(b)) => {
@@ -169,11 +169,11 @@ pub fn run(data: &[u8]) {
             match a {
                 QuotaError::InvalidSlots { slots } => assert!(!valid && slots == input.slots),
                 QuotaError::RateTooHigh { .. } => assert!(valid),
-                other => panic!("with_slots({}) refused with {other:?}", input.slots),
+                other => panic!("try_with_slots({}) refused with {other:?}", input.slots),
             }
         }
         (a, b) => panic!(
-            "with_slots({}): lock-free {:?}, twin {:?}",
+            "try_with_slots({}): lock-free {:?}, twin {:?}",
             input.slots,
             a.err(),
             b.err()

@@ -10,6 +10,7 @@
 //! - [`assert_serializable`] checks that what racing threads were answered is what some serial
 //!   order of the same calls answers.
 #![cfg(tollgate_loom)]
+#![forbid(unsafe_code)]
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
@@ -18,6 +19,8 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use tollgate::{Decision, Limiter};
+
+pub mod mutants;
 
 /// The preemption bound when `LOOM_MAX_PREEMPTIONS` is not set. 2–3 threads of 1–2 operations
 /// explore in well under a second each at bound 3; unbounded, 3 × 2 does not finish.
@@ -224,6 +227,30 @@ pub fn drain(limiter: &dyn Limiter, max: u64) -> u64 {
         taken += 1;
     }
     taken
+}
+
+/// A model body over [`scenario`] whose check is: the racers plus a drain at `settle` admit
+/// exactly `expected` units, so nothing passed over the limit and no admission was lost.
+pub fn exactly_admitted<L: Limiter + 'static>(
+    make: fn(tollgate::ManualClock) -> L,
+    start: Duration,
+    before: &'static [Step],
+    threads: &'static [&'static [Step]],
+    settle: Duration,
+    expected: u64,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        start,
+        before,
+        threads,
+        move |clock, limiter, calls| {
+            let raced = admitted_units(calls);
+            clock.set(settle);
+            let after = drain(limiter, expected + 2);
+            assert_eq!(raced + after, expected, "over the limit or lost: {calls:?}");
+        },
+    )
 }
 
 /// One step of a racing thread.

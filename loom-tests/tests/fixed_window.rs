@@ -1,16 +1,17 @@
 //! Loom models of the fixed window: (window, count) in one word, so a new window's reset and
 //! its first admission are one compare-exchange. The mutex twin passes the same models; the
-//! split-reset mutant (the Java seed 003: reset by a separate store) must fail them.
+//! mutant that opens a new window by a plain store (its reset overwriting a racing count) must fail them.
 #![cfg(tollgate_loom)]
 
 use std::time::Duration;
 
+use loom_tests::mutants::{fixed_window::StoreNewWindow, mutant};
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
+    drain, exactly_admitted, expect_caught, frozen_mixed_costs, frozen_three_units,
     frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{fixed_window::Fixed, Algo, RateLimiter};
 use tollgate::baseline::MutexFixedWindow;
-use tollgate::mutants::SplitResetFixedWindow;
 use tollgate::FixedWindow;
 use tollgate::{Limiter, ManualClock, Quota};
 
@@ -77,17 +78,13 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
 fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         FIVE,
         &[SetClock(FIVE), Acquire(1)],
         &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(FIVE);
-            let after = drain(limiter, 3);
-            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
-        },
+        FIVE,
+        1,
     )
 }
 
@@ -103,8 +100,8 @@ fn twin2(c: ManualClock) -> MutexFixedWindow<ManualClock> {
 fn twin3(c: ManualClock) -> MutexFixedWindow<ManualClock> {
     MutexFixedWindow::with_clock(quota(3), c)
 }
-fn mutant2(c: ManualClock) -> SplitResetFixedWindow<ManualClock> {
-    SplitResetFixedWindow::with_clock(quota(2), c)
+fn mutant2(c: ManualClock) -> RateLimiter<StoreNewWindow, ManualClock> {
+    mutant(Fixed::params(&quota(2)).expect("valid"), c)
 }
 
 #[test]
@@ -155,20 +152,20 @@ fn mutex_twin_passes_the_same_models() {
 }
 
 #[test]
-fn split_reset_mutant_is_caught() {
+fn new_window_by_store_mutant_is_caught() {
     expect_caught(
-        "fixed_window/split reset (seed 003), rollover",
+        "fixed_window/new window by a store, rollover",
         "lost in the new window",
         rollover_racing_admissions(mutant2),
     );
 }
 
 /// The first admissions of a limiter created at 3.5 s also open a new window (3, after 0):
-/// the frozen model catches the split reset too.
+/// the frozen model catches the mutant too.
 #[test]
-fn split_reset_mutant_is_caught_opening_a_window() {
+fn new_window_by_store_mutant_is_caught_opening_a_window() {
     expect_caught(
-        "fixed_window/split reset (seed 003), frozen 3x1",
+        "fixed_window/new window by a store, frozen 3x1",
         NOT_SERIALIZABLE,
         frozen_three_units(mutant2, MID),
     );

@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
-use loom_tests::{
-    admitted_units, drain, expect_caught, frozen, model, scenario, Step, NOT_SERIALIZABLE,
-};
+use loom_tests::mutants::mutant;
+use loom_tests::mutants::sliding_log::{NoLock, UnvalidatedRead};
+use loom_tests::{exactly_admitted, expect_caught, frozen, model, Step, NOT_SERIALIZABLE};
+use tollgate::__loom::{sliding_log::Log, Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingLog;
-use tollgate::mutants::{BrokenSlidingLog, SlidingLogFlaw};
 use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 
 use Step::{Acquire, SetClock};
@@ -75,17 +75,13 @@ fn denials_racing_an_admission<L: Limiter + 'static>(
 fn clock_advance_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         Duration::ZERO,
         &[Acquire(2)],
         &[&[SetClock(S10)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(S10);
-            let after = drain(limiter, 4);
-            assert_eq!(raced + after, 2, "over the limit or lost: {calls:?}");
-        },
+        S10,
+        2,
     )
 }
 
@@ -94,46 +90,42 @@ fn clock_advance_racing_admissions<L: Limiter + 'static>(
 fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         S10,
         &[SetClock(S10), Acquire(1)],
         &[&[SetClock(S3)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(S10);
-            let after = drain(limiter, 3);
-            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
-        },
+        S10,
+        1,
     )
 }
 
 fn real1(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(1), c)
+    SlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
 }
 fn twin1(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(1), c)
+    MutexSlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
 }
-fn no_lock1(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(1), c, SlidingLogFlaw::NoLock)
+fn no_lock1(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
+    mutant(Log::params(&quota(1)).expect("valid"), c)
 }
 fn real2(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(2), c)
+    SlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
 }
 fn real3(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::with_clock(quota(3), c)
+    SlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
 }
 fn twin2(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(2), c)
+    MutexSlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
 }
 fn twin3(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::with_clock(quota(3), c)
+    MutexSlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
 }
-fn unvalidated2(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(2), c, SlidingLogFlaw::UnvalidatedRead)
+fn unvalidated2(c: ManualClock) -> RateLimiter<UnvalidatedRead, ManualClock> {
+    mutant(Log::params(&quota(2)).expect("valid"), c)
 }
-fn no_lock2(c: ManualClock) -> BrokenSlidingLog<ManualClock> {
-    BrokenSlidingLog::with_clock(quota(2), c, SlidingLogFlaw::NoLock)
+fn no_lock2(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
+    mutant(Log::params(&quota(2)).expect("valid"), c)
 }
 
 #[test]

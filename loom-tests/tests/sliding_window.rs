@@ -10,12 +10,14 @@
 
 use std::time::Duration;
 
+use loom_tests::mutants::mutant;
+use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas};
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen, frozen_mixed_costs, frozen_three_units,
-    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, exactly_admitted, expect_caught, frozen, frozen_mixed_costs,
+    frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{sliding_window::Geometry, RateLimiter};
 use tollgate::baseline::MutexSlidingWindow;
-use tollgate::mutants::{BrokenSlidingWindow, SlidingWindowFlaw};
 use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
 
 use Step::{Acquire, SetClock};
@@ -75,17 +77,13 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
 fn expiry_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         SLOT0,
         &[SetClock(SLOT0), Acquire(2)],
         &[&[SetClock(SLOT3)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(SLOT3);
-            let after = drain(limiter, 4);
-            assert_eq!(raced + after, 2, "over the limit or lost: {calls:?}");
-        },
+        SLOT3,
+        2,
     )
 }
 
@@ -94,43 +92,42 @@ fn expiry_racing_admissions<L: Limiter + 'static>(
 fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         SLOT5,
         &[SetClock(SLOT5), Acquire(1)],
         &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
-        |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(SLOT5);
-            let after = drain(limiter, 3);
-            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
-        },
+        SLOT5,
+        1,
     )
 }
 
 fn real2(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+    SlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
 }
 fn real3(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+    SlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
 fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::with_slots(quota(2), SLOTS, c).expect("valid slots")
+    MutexSlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
 }
 fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::with_slots(quota(3), SLOTS, c).expect("valid slots")
+    MutexSlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
-fn relaxed2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+fn geometry(limit: u64) -> Geometry {
+    Geometry::new(&quota(limit), SLOTS).expect("valid slots")
 }
-fn relaxed3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RelaxedHead)
+fn relaxed2(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
+    mutant(geometry(2), c)
 }
-fn late_ring2(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(2), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+fn relaxed3(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
+    mutant(geometry(3), c)
 }
-fn late_ring3(c: ManualClock) -> BrokenSlidingWindow<ManualClock> {
-    BrokenSlidingWindow::with_slots(quota(3), SLOTS, c, SlidingWindowFlaw::RingAfterCas)
+fn late_ring2(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
+    mutant(geometry(2), c)
+}
+fn late_ring3(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
+    mutant(geometry(3), c)
 }
 
 #[test]

@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
+use loom_tests::mutants::{mutant, token_bucket::LoadStore};
 use loom_tests::{
-    admitted_units, drain, expect_caught, frozen_mixed_costs, frozen_three_units,
+    admitted_units, drain, exactly_admitted, expect_caught, frozen_mixed_costs, frozen_three_units,
     frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
+use tollgate::__loom::{token_bucket::Gcra, Algo, RateLimiter};
 use tollgate::baseline::MutexTokenBucket;
-use tollgate::mutants::LoadStoreTokenBucket;
 use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
 
 use Step::{Acquire, SetClock};
@@ -50,17 +51,13 @@ fn clock_advance_racing_admissions<L: Limiter + 'static>(
 fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
 ) -> impl Fn() + Send + Sync + 'static {
-    scenario(
+    exactly_admitted(
         make,
         TEN,
         &[SetClock(TEN), Acquire(1)],
         &[&[SetClock(Duration::ZERO)], &[Acquire(1)], &[Acquire(1)]],
-        move |clock, limiter, calls| {
-            let raced = admitted_units(calls);
-            clock.set(TEN);
-            let after = drain(limiter, 3);
-            assert_eq!(raced + after, 1, "over the limit or lost: {calls:?}");
-        },
+        TEN,
+        1,
     )
 }
 
@@ -76,11 +73,11 @@ fn twin2(c: ManualClock) -> MutexTokenBucket<ManualClock> {
 fn twin3(c: ManualClock) -> MutexTokenBucket<ManualClock> {
     MutexTokenBucket::with_clock(quota(3), c)
 }
-fn mutant2(c: ManualClock) -> LoadStoreTokenBucket<ManualClock> {
-    LoadStoreTokenBucket::with_clock(quota(2), c)
+fn mutant2(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
+    mutant(Gcra::params(&quota(2)).expect("valid"), c)
 }
-fn mutant3(c: ManualClock) -> LoadStoreTokenBucket<ManualClock> {
-    LoadStoreTokenBucket::with_clock(quota(3), c)
+fn mutant3(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
+    mutant(Gcra::params(&quota(3)).expect("valid"), c)
 }
 
 #[test]

@@ -11,9 +11,9 @@
 //! the horizon fits in the rest. A fresh limiter holds `0`: window 0, nothing counted.
 //!
 //! The window number and the count share one word, so a new window's reset and its first
-//! admission are one compare-exchange. (The Java seed resets its counter with a separate store
-//! after a CAS on the start time: requests landing between the two are counted in the old
-//! window and extra requests pass. Here there is no "between".)
+//! admission are one compare-exchange. (Resetting the counter with a separate store after a
+//! compare-exchange on the window's start lets requests landing between the two count in the
+//! old window, and extra requests pass. Here there is no "between".)
 //!
 //! # Invariant
 //!
@@ -46,7 +46,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The pure decision: state word, now, cost → decision and the new word if it must be written.
 #[inline]
-pub(crate) fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
+pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
     let current = now_ns.min(HORIZON) / p.len;
     // A later window starts from zero; an earlier one (time went back) counts against the

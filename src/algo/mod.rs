@@ -22,7 +22,7 @@ pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;
 
 /// What one request does: the decision, and the write to commit if it must write.
-pub(crate) type Step<W = u64> = (Decision, Option<W>);
+pub type Step<W = u64> = (Decision, Option<W>);
 
 /// The count field of a packed `(number, count)` word: its low `count_bits` bits.
 #[inline]
@@ -99,7 +99,7 @@ impl<A: AlwaysFits> Core<A> {
 /// The orderings are the caller's (`load` for the first load, `success` / `failure` for the
 /// compare-exchange); each call site says why they suffice.
 #[inline(always)]
-pub(crate) fn update<T>(
+pub fn update<T>(
     word: &AtomicU64,
     load: Ordering,
     success: Ordering,

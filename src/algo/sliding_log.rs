@@ -1,18 +1,24 @@
 //! Sliding log: exact. An admission at `s` counts while `now - s < period`.
 //!
-//! # State words
+//! | word         | bits   | field    | meaning                                         |
+//! |--------------|--------|----------|-------------------------------------------------|
+//! | `seq`        | 1..=63 | `count`  | admissions ever made (`c`)                      |
+//! |              | 0      | `locked` | a writer is recording admissions                |
+//! | `entries[i]` | 0..=63 | `time`   | ns of admission `j` where `j % limit == i`      |
 //!
-//! | word          | bits    | field    | meaning                                            |
-//! |---------------|---------|----------|----------------------------------------------------|
-//! | `seq`         | 1..=63  | `count`  | admissions ever made (`c`)                         |
-//! |               | 0       | `locked` | a writer is recording admissions                   |
-//! | `entries[i]`  | 0..=63  | `time`   | ns of admission `j` where `j % limit == i`         |
+//! **Invariant.** The entries are a ring of the last `limit` admission times (8 bytes each,
+//! allocated once), non-decreasing along `j`; only the holder of the `locked` bit writes them
+//! or the count. So the oldest entry still in the ring decides: `n` more may pass when
+//! admission `c + n - limit - 1` (the newest that `n` new entries would overwrite) has left
+//! the window.
 //!
-//! The entries are a ring of the last `limit` admission times, allocated once (8 bytes each,
-//! as the Java seed `000` observes): admission `j` lives at `entries[j % limit]`. Times are
-//! non-decreasing along `j`, so the oldest entry still in the ring decides: `n` more may pass
-//! when admission `c + n - limit - 1` (the newest that `n` new entries would overwrite) has
-//! left the window.
+//! **Orderings.** Lock: CAS `seq` even → odd with `Acquire`, then a `Release` fence before the
+//! entry writes, so a reader that sees an entry written under the lock also sees `seq` odd.
+//! Unlock: store of the new even `seq` with `Release`, publishing the entries. Optimistic read:
+//! `seq` `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq` again `Relaxed`: equal and even
+//! means the entries read were one consistent state. Optimistic admission: the lock CAS expects
+//! exactly the `seq` the snapshot was read under; its success proves no admission came between
+//! (each raises the count in `seq`), so the snapshot's decision stands and is recorded as is.
 //!
 //! # Not lock-free: a per-limiter sequence lock
 //!
@@ -24,17 +30,6 @@
 //! such pause. This is the price of exactness with `O(limit)` state; the sliding-window
 //! counter gives the same "never more than `limit` per `period`" bound lock-free, at the cost
 //! of keeping an admission up to `period / K` longer.
-//!
-//! # Orderings
-//!
-//! - lock: CAS `seq` even → odd with `Acquire`, then a `Release` fence before the entry
-//!   writes, so a reader that sees an entry written under the lock also sees `seq` odd.
-//! - unlock: store of the new even `seq` with `Release`, publishing the entries.
-//! - optimistic read: `seq` with `Acquire`; entries `Relaxed`; an `Acquire` fence; `seq`
-//!   again `Relaxed`: equal and even means the entries read were one consistent state.
-//! - optimistic admission: the lock CAS expects exactly the `seq` the snapshot was read under;
-//!   its success proves no admission came between (each raises the count held in `seq`), so
-//!   the decision made on the snapshot stands and is recorded without deciding again.
 //!
 //! # Time going backwards
 //!
@@ -53,7 +48,8 @@ use alloc::boxed::Box;
 #[cfg(not(feature = "std"))]
 use alloc::vec::Vec;
 
-const LOCKED: u64 = 1;
+/// The `locked` bit of `seq`.
+pub const LOCKED: u64 = 1;
 
 /// The log's quota, in ns.
 #[derive(Clone, Copy, Debug)]
@@ -65,13 +61,7 @@ pub struct LogParams {
 /// The pure decision over `count` admissions whose times `time(j)` returns (for `j` in
 /// the last `limit`). Returns the time to record `n` entries at, if admitted with `n > 0`.
 #[inline]
-pub(crate) fn decide(
-    p: &LogParams,
-    count: u64,
-    time: impl Fn(u64) -> u64,
-    now_ns: u64,
-    n: u64,
-) -> Step {
+pub fn decide(p: &LogParams, count: u64, time: impl Fn(u64) -> u64, now_ns: u64, n: u64) -> Step {
     let oldest = count.saturating_sub(p.limit);
     let newest = if count > 0 { time(count - 1) } else { 0 };
     let now = now_ns.min(HORIZON).max(newest);
@@ -112,8 +102,10 @@ pub(crate) fn decide(
 /// One sliding log's atomics: the sequence word and the ring of admission times.
 #[derive(Debug)]
 pub struct LogState {
-    seq: AtomicU64,
-    entries: Box<[AtomicU64]>,
+    /// `count << 1 | locked`.
+    pub seq: AtomicU64,
+    /// The ring of the last `limit` admission times.
+    pub entries: Box<[AtomicU64]>,
 }
 
 impl LogState {
@@ -131,7 +123,7 @@ impl LogState {
 
     /// Reads the ring as it stands with `count` admissions and decides on it.
     #[inline]
-    fn read_and_decide(&self, p: &LogParams, count: u64, now_ns: u64, n: u64) -> Step {
+    pub fn read_and_decide(&self, p: &LogParams, count: u64, now_ns: u64, n: u64) -> Step {
         let count_mod = count % p.limit;
         // Relaxed: validated by the seqlock (readers) or owned under the lock (writers).
         let time = |j| self.entries[Self::index(p, count, count_mod, j)].load(Ordering::Relaxed);
@@ -140,7 +132,7 @@ impl LogState {
 
     /// Records `n` admissions at `time` after `count` and unlocks: the caller holds the lock.
     #[inline]
-    fn record_and_unlock(&self, p: &LogParams, count: u64, n: u64, time: u64) {
+    pub fn record_and_unlock(&self, p: &LogParams, count: u64, n: u64, time: u64) {
         // Release fence: a reader that sees any entry written below also sees seq odd.
         fence(Ordering::Release);
         let limit = p.limit;
@@ -154,8 +146,9 @@ impl LogState {
         self.seq.store((count + n) << 1, Ordering::Release);
     }
 
+    /// One request: decided on an optimistic snapshot, or under the lock if that fails.
     #[inline]
-    fn acquire(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
+    pub fn acquire(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         // Optimistic: decide on a snapshot; a denial returns without writing anything.
         // Acquire: pairs with the unlocking Release store, so the entries it published are seen.
         let seq = self.seq.load(Ordering::Acquire);
@@ -190,8 +183,9 @@ impl LogState {
         self.acquire_locked(p, now_ns, n)
     }
 
+    /// Takes the lock, then decides and records: the path when the optimistic one fails.
     #[cold]
-    fn acquire_locked(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
+    pub fn acquire_locked(&self, p: &LogParams, now_ns: u64, n: u64) -> Decision {
         let backoff = Backoff::new();
         let seq = loop {
             // Relaxed: only a hint; the CAS below is the lock's acquire.
@@ -270,7 +264,7 @@ pub(crate) type SlidingLogCore = Core<Log>;
 /// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 ///
 /// let clock = ManualClock::new();
-/// let log = SlidingLog::with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone());
+/// let log = SlidingLog::try_with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone())?;
 /// for _ in 0..3 {
 ///     assert!(log.try_acquire().is_allowed());
 ///     clock.advance(Duration::from_millis(300));
@@ -285,43 +279,24 @@ pub type SlidingLog<C = DefaultClock> = RateLimiter<Log, C>;
 
 #[cfg(feature = "std")]
 impl RateLimiter<Log> {
-    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock).
+    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock), or
+    /// [`QuotaError::LogTooLarge`] if its `8 × limit` bytes cannot be allocated.
     ///
-    /// # Panics
-    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
-    /// returns [`QuotaError::LogTooLarge`] instead.
+    /// # Errors
+    /// [`QuotaError::LogTooLarge`].
     ///
     /// ```
     /// use tollgate::{Limiter, Quota, SlidingLog};
-    /// let log = SlidingLog::new(Quota::per_second(100)?);
+    /// let log = SlidingLog::try_new(Quota::per_second(100)?)?;
     /// assert!(log.try_acquire().is_allowed());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(quota: Quota) -> Self {
-        SlidingLog::with_clock(quota, crate::MonotonicClock::new())
+    pub fn try_new(quota: Quota) -> Result<Self, QuotaError> {
+        SlidingLog::try_with_clock(quota, crate::MonotonicClock::new())
     }
 }
 
 impl<C: Clock> RateLimiter<Log, C> {
-    /// A sliding log that reads time from `clock`.
-    ///
-    /// # Panics
-    /// If the `8 × limit` bytes of the log cannot be allocated; [`SlidingLog::try_with_clock`]
-    /// returns [`QuotaError::LogTooLarge`] instead.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, SlidingLog};
-    /// let log = SlidingLog::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// # let _ = log;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        match SlidingLog::try_with_clock(quota, clock) {
-            Ok(log) => log,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
     /// A sliding log that reads time from `clock`, or [`QuotaError::LogTooLarge`] if its
     /// `8 × limit` bytes cannot be allocated.
     ///

@@ -1,19 +1,29 @@
 //! Sliding-window counter: the period split into `K` slots, each one packed word, and a head.
 //!
-//! # State words
-//!
-//! The head holds the slot being filled; the ring holds the last `K` finished slots.
-//!
-//! | word                 | bits              | field   | meaning                              |
-//! |----------------------|-------------------|---------|--------------------------------------|
-//! | `head`               | `count_bits..=63` | `epoch` | slot number `now / slot_len` filling |
-//! |                      | `0..count_bits`   | `count` | admissions in that slot so far       |
-//! | `ring[e % (K + 1)]`  | `count_bits..=63` | `epoch` | a finished slot `e`                  |
-//! |                      | `0..count_bits`   | `count` | its final count                      |
+//! | word                | bits              | field   | meaning                                |
+//! |---------------------|-------------------|---------|----------------------------------------|
+//! | `head`              | `count_bits..=63` | `epoch` | slot number `now / slot_len` filling   |
+//! |                     | `0..count_bits`   | `count` | admissions in that slot so far         |
+//! | `ring[e % (K + 1)]` | `count_bits..=63` | `epoch` | a finished slot `e`                    |
+//! |                     | `0..count_bits`   | `count` | its final count                        |
 //!
 //! `slot_len = ceil(period / K)`, `count_bits = bits(limit)`. At slot `cur` the live slots are
-//! `cur - K ..= cur`: the head plus up to `K` finished ones from the ring, whose `K + 1`
-//! entries make sure a slot still live for some thread is never overwritten.
+//! `cur - K ..= cur`: the head plus up to `K` finished ones from the ring.
+//!
+//! **Invariant.** Every admission is a compare-exchange on the head, so admissions are totally
+//! ordered and each saw the head's latest count. An admission that moves the head to a new
+//! slot first writes the finished slot `(epoch, count)` into the ring, then swaps the head:
+//! a slot's final count is in the ring before any thread can see a head past it, and nobody
+//! writes that count again, so the ring entries a decision sums are immutable and the sum is
+//! exact. The ring's `K + 1` entries keep a slot still live for some thread from being
+//! overwritten.
+//!
+//! **Orderings.** Head load `Acquire`, pairing with the head CAS's `Release` (success), so a
+//! thread that sees the head in slot `cur` sees every finished slot written before it moved
+//! there; the CAS's failure ordering is `Acquire` (it is the next load). Ring `fetch_max`
+//! `Relaxed`, ordered before the head CAS by program order + `Release`; `fetch_max` because
+//! racing movers of one slot write values that differ only in count, and the largest is the
+//! final one (smaller ones lose their CAS). Ring loads `Relaxed`, after the `Acquire` head load.
 //!
 //! # Semantics
 //!
@@ -22,31 +32,11 @@
 //! `limit` admissions, and at most about `period / K` longer than the log would keep it.
 //! Memory is `8 × (K + 2)` bytes whatever the limit. No background thread.
 //!
-//! # Invariant and the one CAS
-//!
-//! Every admission is a compare-exchange on the head, so admissions are totally ordered and
-//! each one saw the head's latest count. When an admission moves the head to a new slot, it
-//! first writes the finished slot `(epoch, count)` into the ring with `fetch_max`, then swaps
-//! the head: a slot's final count reaches the ring before any thread can see a head past it.
-//! Once the head has passed a slot, nobody writes that slot's count again (a straggler whose
-//! clock reads an older slot counts in the head's slot), so the ring entries a decision sums
-//! are immutable and the sum is exact.
-//!
-//! # Orderings
-//!
-//! - head load: `Acquire`, pairing with the head CAS's `Release`, so a thread that sees the
-//!   head in slot `cur` also sees every finished slot written before it moved there.
-//! - head CAS: `Release` on success (publishes the ring write); `Acquire` on failure (it is
-//!   the next load).
-//! - ring `fetch_max`: `Relaxed`, ordered before the head CAS by program order + `Release`.
-//!   `fetch_max` because racing movers of the same slot write values that differ only in count,
-//!   and the largest is the final one (smaller ones lose their CAS).
-//! - ring loads: `Relaxed`, after the `Acquire` head load.
-//!
 //! # Time going backwards
 //!
-//! A `now` in a slot before the head's counts in the head's slot: time stands still for the
-//! limiter until the clock is back, and nothing expires early.
+//! A `now` in a slot before the head's counts in the head's slot (a straggler whose clock
+//! reads an older slot counts in the head's slot too): time stands still for the limiter until
+//! the clock is back, and nothing expires early.
 
 use super::{count_mask, update, Algo, AlwaysFits, Core, Step};
 use crate::clock::Clock;
@@ -62,10 +52,11 @@ use alloc::vec::Vec;
 
 /// The writes an admission makes: the new head, and a finished slot for the ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Write {
-    pub(crate) head: u64,
+pub struct Write {
+    /// The new head.
+    pub head: u64,
     /// `(ring index, packed word)` when the head moves past a slot with a count.
-    pub(crate) finished: Option<(usize, u64)>,
+    pub finished: Option<(usize, u64)>,
 }
 
 /// The slot geometry: a window split into `slots` slots of `p.len` ns.
@@ -76,7 +67,11 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    pub(crate) fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
+    /// The geometry of `quota` split into `slots` slots.
+    ///
+    /// # Errors
+    /// [`QuotaError::InvalidSlots`] or [`QuotaError::RateTooHigh`].
+    pub fn new(quota: &Quota, slots: u32) -> Result<Geometry, QuotaError> {
         if slots == 0 || slots > MAX_SLOTS {
             return Err(QuotaError::InvalidSlots { slots });
         }
@@ -98,7 +93,7 @@ impl Geometry {
 
 /// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
 #[inline(always)]
-pub(crate) fn decide(
+pub fn decide(
     g: &Geometry,
     head: u64,
     ring: impl Fn(usize) -> u64,
@@ -176,8 +171,10 @@ pub(crate) fn decide(
 /// One sliding window's atomics: the head and the ring of finished slots.
 #[derive(Debug)]
 pub struct SlotRing {
-    head: AtomicU64,
-    ring: Box<[AtomicU64]>,
+    /// The slot being filled: `(epoch, count)`.
+    pub head: AtomicU64,
+    /// The last `K + 1` finished slots, `(epoch, count)` each, at `epoch % (K + 1)`.
+    pub ring: Box<[AtomicU64]>,
 }
 
 /// The sliding-window counter: parameters [`Geometry`], state a [`SlotRing`].
@@ -268,12 +265,12 @@ impl<C: Clock> RateLimiter<Sliding, C> {
     /// ```
     /// use tollgate::{ManualClock, Quota, SlidingWindow};
     /// // 100 slots of 10 ms.
-    /// let w = SlidingWindow::with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
-    /// assert!(SlidingWindow::with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
+    /// let w = SlidingWindow::try_with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
+    /// assert!(SlidingWindow::try_with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
     /// # let _ = w;
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
+    pub fn try_with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
         let core = Core::with_params(Geometry::new(&quota, slots)?)?;
         Ok(RateLimiter::from_core(core, clock))
     }

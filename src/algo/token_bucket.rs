@@ -45,7 +45,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// The pure decision: state, now, cost → decision and new state. No atomics, no clock.
 #[inline]
-pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
+pub fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
     let now = now_ns.min(HORIZON) * u64::from(p.scale);
     let base = tat.max(now);
     // Most quotas tick in whole ns (scale 1): skip the division there.
@@ -91,7 +91,7 @@ pub(crate) fn decide(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Step {
 /// No division: the compare-exchange loop runs this, and `decide` only once it is settled,
 /// so the window between the load and the compare-exchange stays a few instructions long.
 #[inline]
-pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+pub fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
     if n == 0 || p.exceeds(n) {
         return None;
     }

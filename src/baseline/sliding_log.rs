@@ -12,7 +12,7 @@ use crate::{Clock, Decision, Limiter, MonotonicClock, Quota, QuotaError};
 /// ```
 /// use tollgate::baseline::MutexSlidingLog;
 /// use tollgate::{Limiter, ManualClock, Quota};
-/// let log = MutexSlidingLog::with_clock(Quota::per_second(2)?, ManualClock::new());
+/// let log = MutexSlidingLog::try_with_clock(Quota::per_second(2)?, ManualClock::new())?;
 /// assert!(log.try_acquire_n(2).is_allowed());
 /// assert!(!log.try_acquire().is_allowed());
 /// # Ok::<(), tollgate::QuotaError>(())
@@ -27,37 +27,22 @@ pub struct MutexSlidingLog<C = MonotonicClock> {
 }
 
 impl MutexSlidingLog {
-    /// A twin on the default [`MonotonicClock`].
+    /// A twin on the default [`MonotonicClock`], or [`QuotaError::LogTooLarge`].
+    ///
+    /// # Errors
+    /// As [`MutexSlidingLog::try_with_clock`].
     ///
     /// ```
-    /// let log = tollgate::baseline::MutexSlidingLog::new(tollgate::Quota::per_second(1)?);
+    /// let log = tollgate::baseline::MutexSlidingLog::try_new(tollgate::Quota::per_second(1)?)?;
     /// # let _ = log;
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(quota: Quota) -> Self {
-        Self::with_clock(quota, MonotonicClock::new())
+    pub fn try_new(quota: Quota) -> Result<Self, QuotaError> {
+        Self::try_with_clock(quota, MonotonicClock::new())
     }
 }
 
 impl<C: Clock> MutexSlidingLog<C> {
-    /// A twin that reads time from `clock`.
-    ///
-    /// # Panics
-    /// If the log cannot be allocated; see [`MutexSlidingLog::try_with_clock`].
-    ///
-    /// ```
-    /// use tollgate::{baseline::MutexSlidingLog, ManualClock, Quota};
-    /// let log = MutexSlidingLog::with_clock(Quota::per_second(1)?, ManualClock::new());
-    /// # let _ = log;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        match Self::try_with_clock(quota, clock) {
-            Ok(log) => log,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
     /// A twin that reads time from `clock`, or [`QuotaError::LogTooLarge`].
     ///
     /// # Errors

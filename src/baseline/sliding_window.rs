@@ -52,22 +52,22 @@ impl<C: Clock> MutexSlidingWindow<C> {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn with_clock(quota: Quota, clock: C) -> Self {
-        Self::with_slots(quota, crate::DEFAULT_SLOTS, clock)
+        Self::try_with_slots(quota, crate::DEFAULT_SLOTS, clock)
             .expect("a validated quota fits 8 slots")
     }
 
     /// A twin of `slots` slots; the same errors as
-    /// [`SlidingWindow::with_slots`](crate::SlidingWindow::with_slots).
+    /// [`SlidingWindow::try_with_slots`](crate::SlidingWindow::try_with_slots).
     ///
     /// # Errors
     /// [`QuotaError::InvalidSlots`] or [`QuotaError::RateTooHigh`].
     ///
     /// ```
     /// use tollgate::{baseline::MutexSlidingWindow, ManualClock, Quota};
-    /// assert!(MutexSlidingWindow::with_slots(Quota::per_second(1)?, 100, ManualClock::new()).is_ok());
+    /// assert!(MutexSlidingWindow::try_with_slots(Quota::per_second(1)?, 100, ManualClock::new()).is_ok());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
+    pub fn try_with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
         // The same validation as the lock-free limiter: its word must fit, so must ours.
         crate::algo::sliding_window::Geometry::new(&quota, slots)?;
         let period = u64::try_from(quota.period().as_nanos()).expect("validated period");

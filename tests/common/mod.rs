@@ -55,8 +55,8 @@ pub fn pair(algo: Algo, quota: Quota, clock: &ManualClock) -> [Subject; 2] {
         Algo::SlidingLog => (
             "SlidingLog",
             "MutexSlidingLog",
-            Box::new(SlidingLog::with_clock(quota, c())),
-            Box::new(MutexSlidingLog::with_clock(quota, c())),
+            Box::new(SlidingLog::try_with_clock(quota, c()).expect("a small log allocates")),
+            Box::new(MutexSlidingLog::try_with_clock(quota, c()).expect("a small log allocates")),
         ),
     };
     [

@@ -1,0 +1,49 @@
+//! Planted mutants: each algorithm's commit code with one deliberate change, for the models to
+//! catch.
+//!
+//! Every mutant is an [`Algo`] over the real algorithm's parameters and state, whose `acquire`
+//! is a copy of the real one with the planted lines marked `// PLANTED`. The plain test
+//! `tests/mutants_match.rs` reads both sources and fails if a copy differs from the real code
+//! anywhere but in its planted lines, so a mutant cannot drift from the code it breaks.
+//!
+//! | mutant                                   | what is planted                                      |
+//! |------------------------------------------|------------------------------------------------------|
+//! | [`token_bucket::LoadStore`]              | the compare-exchange loop replaced by load, decide,  |
+//! |                                          | plain store                                          |
+//! | [`fixed_window::StoreNewWindow`]         | a new window (its reset and first count) committed by|
+//! |                                          | a plain store, not the compare-exchange              |
+//! | [`sliding_window::RelaxedHead`]          | the head loaded (and the CAS failing) `Relaxed`      |
+//! | [`sliding_window::RingAfterCas`]         | the finished slot written to the ring after the CAS  |
+//! | [`sliding_log::UnvalidatedRead`]         | the optimistic denial returned without re-checking   |
+//! |                                          | `seq`                                                |
+//! | [`sliding_log::NoLock`]                  | the optimistic admission recorded without the lock   |
+
+use tollgate::__loom::{self, Algo, RateLimiter};
+use tollgate::Clock;
+
+/// The parts of an [`Algo`] a mutant takes from the real algorithm `$real` unchanged: its
+/// parameters, its state and how both are made.
+macro_rules! same_as {
+    ($real:ty) => {
+        type Params = <$real as tollgate::__loom::Algo>::Params;
+        type State = <$real as tollgate::__loom::Algo>::State;
+
+        fn params(quota: &tollgate::Quota) -> Result<Self::Params, tollgate::QuotaError> {
+            <$real as tollgate::__loom::Algo>::params(quota)
+        }
+
+        fn state(params: &Self::Params) -> Result<Self::State, tollgate::QuotaError> {
+            <$real as tollgate::__loom::Algo>::state(params)
+        }
+    };
+}
+
+pub mod fixed_window;
+pub mod sliding_log;
+pub mod sliding_window;
+pub mod token_bucket;
+
+/// A limiter running the mutant `M` under `params` (the real algorithm's), reading `clock`.
+pub fn mutant<M: Algo, C: Clock>(params: M::Params, clock: C) -> RateLimiter<M, C> {
+    __loom::limiter(params, clock).expect("a model's small quota allocates")
+}

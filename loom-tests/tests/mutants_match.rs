@@ -1,0 +1,161 @@
+//! Every planted mutant is the real code with its planted lines and nothing else: each copy in
+//! `src/mutants/` is compared with the function it copies, and every difference must be a
+//! hunk that carries a `// PLANTED` line. A change to the real code that the copy does not
+//! follow fails here, before any model runs on a stale mutant. A plain test: no loom needed.
+
+/// The lines of the function that starts at the first line containing `start` after the
+/// first line containing `after`, up to its closing brace, trimmed, with a leading `pub` /
+/// `pub(crate)` dropped.
+fn function<'a>(source: &'a str, after: &str, start: &str) -> Vec<&'a str> {
+    let mut lines = source.lines().skip_while(|l| !l.contains(after));
+    let first = lines
+        .find(|l| l.contains(start))
+        .unwrap_or_else(|| panic!("no `{start}` after `{after}`"));
+    let indent = first.len() - first.trim_start().len();
+    let close = format!("{}}}", " ".repeat(indent));
+    let mut body = vec![first];
+    body.extend(lines.take_while(|l| *l != close));
+    body.into_iter()
+        .map(|l| {
+            let l = l.trim();
+            l.strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub "))
+                .unwrap_or(l)
+        })
+        .collect()
+}
+
+/// The hunks where `copy` differs from `real` (longest common subsequence), each as the real
+/// lines it drops and the copy's lines it adds; differences separated only by brace lines
+/// are one hunk.
+fn hunks<'a>(real: &[&'a str], copy: &[&'a str]) -> Vec<(Vec<&'a str>, Vec<&'a str>)> {
+    let (n, m) = (real.len(), copy.len());
+    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if real[i] == copy[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut out = Vec::new();
+    let mut current: (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    while i < n || j < m {
+        if i < n && j < m && real[i] == copy[j] {
+            // A closing brace between two differences is where the alignment chose to pair
+            // braces: it keeps them in one hunk.
+            let brace = real[i].chars().all(|c| "{}()[];,".contains(c));
+            if !brace && (!current.0.is_empty() || !current.1.is_empty()) {
+                out.push(std::mem::take(&mut current));
+            }
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            current.1.push(copy[j]);
+            j += 1;
+        } else {
+            current.0.push(real[i]);
+            i += 1;
+        }
+    }
+    if !current.0.is_empty() || !current.1.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Asserts that `copy` is `real` with planted hunks only, and at least one.
+fn assert_planted_only(name: &str, real: Vec<&str>, copy: Vec<&str>) {
+    let hunks = hunks(&real, &copy);
+    assert!(!hunks.is_empty(), "{name}: the mutant plants nothing");
+    for (dropped, added) in &hunks {
+        assert!(
+            added.iter().any(|l| l.contains("// PLANTED")),
+            "{name}: the mutant differs from the real code outside its planted lines:\n\
+             real: {dropped:#?}\nmutant: {added:#?}"
+        );
+    }
+}
+
+const MOD: &str = include_str!("../../src/algo/mod.rs");
+const TOKEN_BUCKET: &str = include_str!("../../src/algo/token_bucket.rs");
+const FIXED_WINDOW: &str = include_str!("../../src/algo/fixed_window.rs");
+const SLIDING_WINDOW: &str = include_str!("../../src/algo/sliding_window.rs");
+const SLIDING_LOG: &str = include_str!("../../src/algo/sliding_log.rs");
+const M_TOKEN_BUCKET: &str = include_str!("../src/mutants/token_bucket.rs");
+const M_FIXED_WINDOW: &str = include_str!("../src/mutants/fixed_window.rs");
+const M_SLIDING_WINDOW: &str = include_str!("../src/mutants/sliding_window.rs");
+const M_SLIDING_LOG: &str = include_str!("../src/mutants/sliding_log.rs");
+
+#[test]
+fn token_bucket_load_store_is_the_real_acquire_with_a_store() {
+    assert_planted_only(
+        "token_bucket::LoadStore",
+        function(TOKEN_BUCKET, "impl Algo for Gcra", "fn acquire("),
+        function(M_TOKEN_BUCKET, "impl Algo for LoadStore", "fn acquire("),
+    );
+}
+
+#[test]
+fn fixed_window_store_new_window_is_the_real_acquire_with_a_store() {
+    assert_planted_only(
+        "fixed_window::StoreNewWindow",
+        function(FIXED_WINDOW, "impl Algo for Fixed", "fn acquire("),
+        function(
+            M_FIXED_WINDOW,
+            "impl Algo for StoreNewWindow",
+            "fn acquire(",
+        ),
+    );
+}
+
+#[test]
+fn sliding_window_mutants_are_the_real_acquire_with_one_change() {
+    for mutant in ["RelaxedHead", "RingAfterCas"] {
+        assert_planted_only(
+            mutant,
+            function(SLIDING_WINDOW, "impl Algo for Sliding", "fn acquire("),
+            function(
+                M_SLIDING_WINDOW,
+                &format!("impl Algo for {mutant}"),
+                "fn acquire(",
+            ),
+        );
+    }
+}
+
+#[test]
+fn sliding_log_mutants_are_the_real_acquire_with_one_change() {
+    for copy in [
+        "impl Unvalidated for LogState",
+        "impl Unlocked for LogState",
+    ] {
+        assert_planted_only(
+            copy,
+            function(SLIDING_LOG, "impl LogState", "fn acquire("),
+            function(M_SLIDING_LOG, copy, "fn acquire("),
+        );
+    }
+}
+
+/// The checker itself: an unplanted difference fails, a planted one passes.
+#[test]
+fn an_unplanted_difference_is_refused() {
+    let real = vec!["a", "b", "c"];
+    assert_planted_only("planted", real.clone(), vec!["a", "x // PLANTED", "c"]);
+    let caught = std::panic::catch_unwind(|| {
+        assert_planted_only(
+            "unplanted",
+            real.clone(),
+            vec!["a", "x // PLANTED", "c", "d"],
+        )
+    });
+    assert!(caught.is_err());
+    let caught = std::panic::catch_unwind(|| assert_planted_only("none", real.clone(), real));
+    assert!(caught.is_err());
+    // The real update loop exists where the token bucket's planted helper replaces it.
+    assert!(MOD.contains("pub fn update<T>("));
+}
