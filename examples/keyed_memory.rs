@@ -10,11 +10,13 @@
 //! own per-block overhead, 8–16 bytes per block for glibc, is not included), measured after
 //! the keys are inserted, while the limiter is alive. Time is frozen (a `ManualClock`), so no
 //! key goes idle. Rows:
-//! - "grown": keys inserted into an empty map, then one `evict_idle` (which evicts nothing
-//!   here but hands the tables that growing left behind to the epoch collector);
-//! - "grown, before any sweep": the same without it: papaya's old tables are retired but not
-//!   yet freed (a thread's retirements are freed in batches);
+//! - "grown, before any sweep": keys inserted into an empty map, measured right after the
+//!   last insert (the map hands the tables it outgrew to the epoch collector as it goes);
+//! - "grown": the same, then one `evict_idle` (which evicts nothing here);
 //! - "presized": `KeyedBuilder::capacity(keys)`, so the map never grows.
+//!
+//! "peak" is the most held at any moment while inserting: while the map grows, its old and
+//! new tables are both live.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroU32;

@@ -33,7 +33,8 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::algo::token_bucket::{decide, TokenBucket, TokenBucketCore};
+use crate::algo::token_bucket::{decide, Gcra, TokenBucket};
+use crate::algo::Core;
 use crate::clock::{duration_to_nanos, Clock};
 use crate::decision::Decision;
 use crate::limiter::Limiter;
@@ -406,7 +407,7 @@ impl<C: Clock> Shared<C> {
     }
 
     #[inline]
-    fn core(&self) -> &TokenBucketCore {
+    fn core(&self) -> &Core<Gcra> {
         self.bucket.parts().0
     }
 

@@ -107,6 +107,10 @@ pub mod __loom {
     pub use crate::quota::{GcraParams, WindowParams};
     pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
 
+    /// The keyed slot protocols, sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
+
     /// The token bucket's algorithm and pure functions.
     pub mod token_bucket {
         pub use crate::algo::token_bucket::{
@@ -155,10 +159,6 @@ pub use config::{ParseQuotaError, ParseQuotaErrorKind, QuotaPart};
 pub use decision::Decision;
 #[cfg(feature = "std")]
 pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
-/// The keyed slot protocol, for the loom model in `loom-tests/tests/keyed_slot.rs` only.
-#[cfg(all(tollgate_loom, feature = "std"))]
-#[doc(hidden)]
-pub use keyed::loom_model as __keyed_slot_model;
 #[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, WhenFull};
 #[cfg(feature = "std")]

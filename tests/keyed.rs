@@ -363,3 +363,29 @@ fn a_quota_the_algorithm_cannot_hold_is_an_error_not_a_panic() {
     assert!(!d.is_allowed() && d.exceeds_capacity());
     assert!(limiter.is_empty());
 }
+
+#[test]
+fn keys_of_many_plans_each_keep_their_own_quota() {
+    // Plans are shared between keys; every key still counts on its own.
+    let plans: Vec<Quota> = (1..=6).map(|n| Quota::per_second(n).unwrap()).collect();
+    for algorithm in Algorithm::ALL {
+        let (limiter, clock) = keyed::<u64>(algorithm, plans[0]);
+        for key in 0..60u64 {
+            let plan = &plans[key as usize % plans.len()];
+            let passed = (0..10)
+                .filter(|_| limiter.try_acquire_with(&key, plan).is_allowed())
+                .count();
+            assert_eq!(passed as u64, plan.limit(), "{algorithm:?}: key {key}");
+        }
+        // A key's plan is fixed until it is evicted; plain requests keep it too.
+        clock.advance(two_periods(&plans[0]));
+        assert_eq!(passed(&limiter, &5, 10), 6, "{algorithm:?}");
+        // Evicted and made again from another plan's quota, it takes that one.
+        clock.advance(two_periods(&plans[0]));
+        assert_eq!(limiter.evict_idle(), 60, "{algorithm:?}");
+        let again = (0..10)
+            .filter(|_| limiter.try_acquire_with(&5, &plans[1]).is_allowed())
+            .count();
+        assert_eq!(again, 2, "{algorithm:?}");
+    }
+}

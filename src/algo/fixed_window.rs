@@ -148,10 +148,6 @@ impl Algo for Fixed {
 
 impl AlwaysFits for Fixed {}
 
-/// The clock-less fixed window a keyed map stores per key.
-#[cfg(feature = "std")]
-pub(crate) type FixedWindowCore = super::Core<Fixed>;
-
 /// A lock-free fixed-window counter: at most `limit` admissions per window
 /// `[k·period, (k+1)·period)`, windows counted from the clock's zero. One `AtomicU64`.
 ///

@@ -242,10 +242,6 @@ impl Algo for Sliding {
 
 impl AlwaysFits for Sliding {}
 
-/// The clock-less sliding window a keyed map stores per key.
-#[cfg(feature = "std")]
-pub(crate) type SlidingWindowCore = Core<Sliding>;
-
 /// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
 /// `K` slots (8 by default) without a background thread. Memory `8 × (K + 2)` bytes whatever
 /// the limit.

@@ -112,6 +112,12 @@ pub fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
     }
 }
 
+/// [`admit_at`] at a clock reading in ns (the keyed map's one-word commit loop runs it).
+#[inline]
+pub fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+    admit_at(p, tat, ticks(p, now_ns), n)
+}
+
 /// The admission alone: the new `tat` when [`decide_at`] would admit and write, else `None`.
 /// A compare and an add: the compare-exchange loop runs this, so the window between the load
 /// and the compare-exchange stays a few instructions long.
@@ -238,10 +244,6 @@ impl Algo for Gcra {
 }
 
 impl AlwaysFits for Gcra {}
-
-/// The clock-less bucket a keyed map stores per key.
-#[cfg(feature = "std")]
-pub(crate) type TokenBucketCore = super::Core<Gcra>;
 
 /// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
 /// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.

@@ -1,16 +1,20 @@
 //! Keyed limiters: one limiter per client (IP, API key, route) in a concurrent map.
 //!
-//! [`KeyedLimiter`] keeps a `papaya::HashMap` from keys to slots. A slot is an enum over the
-//! algorithms' clock-less cores (static dispatch, no allocation on the hot path) plus a 32-bit
-//! state word for eviction (see `slot.rs`). The map owns one clock, read once per request.
+//! [`KeyedLimiter`] keeps a `papaya::HashMap` from keys to slots, one map type per algorithm
+//! (static dispatch, no allocation on the hot path). The one-word limiters (token bucket,
+//! fixed window) store their word and a pointer to their plan's shared parameters: 16 bytes
+//! per key, the eviction mark folded into the word (see `word.rs`). The sliding window and
+//! log store a boxed core beside a state word for eviction (see `slot.rs`). The map owns one
+//! clock, read once per lookup.
 //!
 //! # Hot path
 //!
-//! Read the clock; pin the map (an epoch guard, no allocation); hash the key and look it up;
-//! decide on the core (one load and one CAS for the token bucket); for an admission, one RMW
-//! on the slot's state word, in the same cache line as the core. Only a miss allocates: it
-//! makes the key's limiter and inserts it with `try_insert`, so that two racing first
-//! requests end on one limiter (the loser's is dropped unused).
+//! Pin the map (an epoch guard, no allocation); hash the key and look it up; read the clock
+//! (after the lookup, so that a request that finds its key evicted reads a time no earlier
+//! than the evictor's); for the one-word limiters, one load and, to admit, one
+//! compare-exchange that both commits and proves the limiter was not evicted. Only a miss allocates: it makes the key's limiter
+//! and inserts it with `try_insert`, so that two racing first requests end on one limiter
+//! (the loser's is dropped unused).
 //!
 //! # Eviction and capacity
 //!
@@ -19,10 +23,11 @@
 //! [`KeyedBuilder::max_keys`] bounds the map: a new key that finds it full first sweeps idle
 //! keys (throttled, see [`KeyedBuilder::max_keys`]), then [`WhenFull`] decides.
 
-mod slot;
-
 #[cfg(tollgate_loom)]
-pub use slot::loom_model;
+pub(crate) mod loom;
+mod plans;
+mod slot;
+mod word;
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -30,21 +35,27 @@ use core::hash::{BuildHasher, Hash};
 use core::num::NonZeroUsize;
 use core::ptr;
 
+use crate::algo::fixed_window::Fixed;
+use crate::algo::sliding_log::Log;
+use crate::algo::sliding_window::Sliding;
+use crate::algo::token_bucket::Gcra;
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
 
-use slot::{Attempt, Slot};
+use papaya::Guard as _;
+use plans::{Boxed, KeySlot, Plans, SlotMaker};
+use slot::Attempt;
 
 /// The algorithm every limiter of a [`KeyedLimiter`] runs, picked by setting.
 ///
-/// | variant         | per-key state                                  |
-/// |-----------------|------------------------------------------------|
-/// | `TokenBucket`   | 48-byte slot (GCRA word + its parameters)       |
-/// | `FixedWindow`   | 48-byte slot                                    |
-/// | `SlidingWindow` | 48-byte slot + 136 bytes boxed (8 slots + ring) |
-/// | `SlidingLog`    | 48-byte slot + 40 bytes boxed + 8 × limit       |
+/// | variant         | per-key state (beside the key)                          |
+/// |-----------------|---------------------------------------------------------|
+/// | `TokenBucket`   | 16 bytes: the GCRA word and a pointer to the plan       |
+/// | `FixedWindow`   | 16 bytes: the window word and a pointer to the plan     |
+/// | `SlidingWindow` | 8-byte box of 144 bytes (state word, 8 slots, ring)     |
+/// | `SlidingLog`    | 8-byte box of 48 bytes + 8 × limit                      |
 ///
 /// ```
 /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
@@ -257,24 +268,44 @@ impl<K, S> KeyedBuilder<K, S> {
     {
         // Validate once: every key's limiter is made from this quota (or a plan's, checked when
         // its key is first seen).
-        Slot::new(self.algorithm, &self.quota)?;
+        let (quota, hasher, capacity) = (&self.quota, self.hasher, self.capacity);
+        let maps = match self.algorithm {
+            Algorithm::TokenBucket => {
+                Maps::TokenBucket(Keyed::new(Plans::new(quota)?, hasher, capacity))
+            }
+            Algorithm::FixedWindow => {
+                Maps::FixedWindow(Keyed::new(Plans::new(quota)?, hasher, capacity))
+            }
+            Algorithm::SlidingWindow => {
+                Maps::SlidingWindow(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
+            }
+            Algorithm::SlidingLog => {
+                Maps::SlidingLog(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
+            }
+        };
         Ok(KeyedLimiter {
-            map: papaya::HashMap::builder()
-                .hasher(self.hasher)
-                .capacity(self.capacity)
-                .build(),
-            algorithm: self.algorithm,
-            quota: self.quota,
+            maps,
+            shared: Shared {
+                algorithm: self.algorithm,
+                quota: self.quota,
+                bound: self.bound.map(|(max_keys, when_full)| Bound {
+                    max_keys: max_keys.get(),
+                    when_full,
+                    last_sweep_ns: AtomicU64::new(0),
+                    full_misses: AtomicU64::new(0),
+                }),
+            },
             clock,
-            bound: self.bound.map(|(max_keys, when_full)| Bound {
-                max_keys: max_keys.get(),
-                when_full,
-                last_sweep_ns: AtomicU64::new(0),
-                full_misses: AtomicU64::new(0),
-            }),
         })
     }
 }
+
+/// Every this many new keys, the inserting thread hands what the map retired (old tables,
+/// removed entries) to the epoch collector.
+const FLUSH_EVERY: usize = 1024;
+
+/// Entries a write copies from the old table while the map grows (papaya's default: 64).
+const RESIZE_CHUNK: usize = 1024;
 
 /// The capacity bound and its sweep throttle.
 struct Bound {
@@ -291,14 +322,15 @@ struct Bound {
 ///
 /// Every key's limiter runs the same [`Algorithm`]; its quota is the map's, or the one given
 /// with the key's first request ([`KeyedLimiter::try_acquire_with`]). One clock serves the
-/// whole map and is read once per request. Lookups take the key by reference, in any borrowed
-/// form (`&str` for `String` keys); only a key's first request allocates.
+/// whole map and is read once per request (again if the request races its key's eviction).
+/// Lookups take the key by reference, in any borrowed form (`&str` for `String` keys); only a
+/// key's first request allocates.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
 ///
-/// // The seed's service: one limiter per user, a rule per plan.
+/// // One limiter per user, a rule per plan.
 /// let free = Quota::per_second(5)?;
 /// let pro = Quota::per_second(50)?;
 /// let clock = ManualClock::new();
@@ -314,11 +346,43 @@ struct Bound {
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub struct KeyedLimiter<K, C = MonotonicClock, S = KeyHasher> {
-    map: papaya::HashMap<K, Slot, S>,
+    maps: Maps<K, S>,
+    shared: Shared,
+    clock: C,
+}
+
+/// What every map type's request path reads besides its map.
+struct Shared {
     algorithm: Algorithm,
     quota: Quota,
-    clock: C,
     bound: Option<Bound>,
+}
+
+/// The map of one algorithm: one value type per algorithm, so that a request dispatches once
+/// (on this enum) and the slot's code is specialized.
+enum Maps<K, S> {
+    TokenBucket(Keyed<K, Plans<Gcra>, S>),
+    FixedWindow(Keyed<K, Plans<Fixed>, S>),
+    SlidingWindow(Keyed<K, Boxed<Sliding>, S>),
+    SlidingLog(Keyed<K, Boxed<Log>, S>),
+}
+
+/// Runs `$body` with `$m` bound to the map, whichever algorithm it is.
+macro_rules! with_map {
+    ($maps:expr, $m:ident => $body:expr) => {
+        match $maps {
+            Maps::TokenBucket($m) => $body,
+            Maps::FixedWindow($m) => $body,
+            Maps::SlidingWindow($m) => $body,
+            Maps::SlidingLog($m) => $body,
+        }
+    };
+}
+
+/// One algorithm's map and how it makes a new key's limiter.
+struct Keyed<K, M: SlotMaker, S> {
+    maker: M,
+    map: papaya::HashMap<K, M::Slot, S>,
 }
 
 impl<K: Hash + Eq> KeyedLimiter<K> {
@@ -398,7 +462,7 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.acquire(key, 1, &self.quota)
+        self.acquire(key, 1, &self.shared.quota)
     }
 
     /// Asks for `n` units for `key` at once: all or none (see
@@ -418,12 +482,16 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.acquire(key, n, &self.quota)
+        self.acquire(key, n, &self.shared.quota)
     }
 
     /// Asks for one unit for `key`; if the key has no limiter yet, makes it from `quota` (a
     /// plan's rule) instead of the map's. A key keeps the quota it was made with until it is
     /// evicted.
+    ///
+    /// For the token bucket and the fixed window, the keys of one quota share its parameters:
+    /// each distinct quota is kept once (about 100 bytes) for the map's life, so pass a few
+    /// plans' quotas, not a quota computed per key.
     ///
     /// If the map's algorithm cannot represent `quota` (see [`KeyedLimiter::check_quota`]),
     /// the request is denied with [`Decision::exceeds_capacity`]: check plans up front.
@@ -461,7 +529,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn check_quota(&self, quota: &Quota) -> Result<(), QuotaError> {
-        Slot::new(self.algorithm, quota).map(drop)
+        with_map!(&self.maps, m => m.maker.check(quota))
     }
 
     /// How many keys have a limiter (an estimate while other threads insert or evict).
@@ -476,7 +544,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.map.len()
+        with_map!(&self.maps, m => m.map.len())
     }
 
     /// Whether no key has a limiter.
@@ -488,7 +556,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        with_map!(&self.maps, m => m.map.is_empty())
     }
 
     /// Removes every key whose limiter is back to its fresh state (full capacity at the map's
@@ -513,7 +581,40 @@ where
     /// ```
     pub fn evict_idle(&self) -> usize {
         let now = self.clock.now_nanos();
-        self.sweep(now)
+        with_map!(&self.maps, m => m.sweep(now))
+    }
+
+    #[inline]
+    fn acquire<Q>(&self, key: &Q, n: u64, quota: &Quota) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota))
+    }
+}
+
+impl<K, M, S> Keyed<K, M, S>
+where
+    K: Hash + Eq,
+    M: SlotMaker,
+    S: BuildHasher,
+{
+    fn new(maker: M, hasher: S, capacity: usize) -> Self {
+        Keyed {
+            maker,
+            map: papaya::HashMap::builder()
+                .hasher(hasher)
+                .capacity(capacity)
+                .resize_mode(papaya::ResizeMode::Incremental(RESIZE_CHUNK))
+                .build(),
+        }
+    }
+
+    /// [`Keyed::new`], once a limiter for `quota` could be made.
+    fn checked(maker: M, quota: &Quota, hasher: S, capacity: usize) -> Result<Self, QuotaError> {
+        maker.check(quota)?;
+        Ok(Keyed::new(maker, hasher, capacity))
     }
 
     fn sweep(&self, now: u64) -> usize {
@@ -534,17 +635,29 @@ where
     }
 
     #[inline]
-    fn acquire<Q>(&self, key: &Q, n: u64, quota: &Quota) -> Decision
+    fn acquire<Q, C: Clock>(
+        &self,
+        shared: &Shared,
+        clock: &C,
+        key: &Q,
+        n: u64,
+        quota: &Quota,
+    ) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let now = self.clock.now_nanos();
         let map = self.map.pin();
         loop {
-            let slot = match map.get(key) {
+            let found = map.get(key);
+            // Read after the lookup: a request that finds its key evicted (gone, or marked)
+            // has synchronized with the evictor, so its reading is no earlier than the one
+            // the evictor found the limiter fresh at. An earlier reading could spend a new
+            // limiter's burst at an instant when the evicted one had none.
+            let now = clock.now_nanos();
+            let slot = match found {
                 Some(slot) => slot,
-                None => match self.insert(&map, key, quota, now, n) {
+                None => match self.insert(shared, &map, key, quota, now, n) {
                     Ok(slot) => slot,
                     Err(decision) => return decision,
                 },
@@ -552,7 +665,8 @@ where
             match slot.acquire(now, n) {
                 Attempt::Decided(decision) => return decision,
                 Attempt::Evicted => {
-                    // Help the evictor remove the orphan, then redo on a new limiter.
+                    // Help the evictor remove the orphan, then redo on a new limiter (and a
+                    // new reading of the clock).
                     let _ = map.remove_if(key, |_, v| ptr::eq(v, slot));
                 }
             }
@@ -565,41 +679,51 @@ where
     #[inline(never)]
     fn insert<'m, Q, G>(
         &self,
-        map: &'m papaya::HashMapRef<'_, K, Slot, S, G>,
+        shared: &Shared,
+        map: &'m papaya::HashMapRef<'_, K, M::Slot, S, G>,
         key: &Q,
         quota: &Quota,
         now: u64,
         n: u64,
-    ) -> Result<&'m Slot, Decision>
+    ) -> Result<&'m M::Slot, Decision>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         G: papaya::Guard,
     {
-        let Ok(slot) = Slot::new(self.algorithm, quota) else {
+        let Ok(slot) = self.maker.make(quota) else {
             return Err(Decision::exceeds(0, 0));
         };
-        if let Some(bound) = &self.bound {
-            if !self.make_room(bound, now) {
+        if let Some(bound) = &shared.bound {
+            if !self.make_room(bound, &shared.quota, now) {
                 return Err(match bound.when_full {
                     WhenFull::Deny => {
                         let period = duration_to_nanos(quota.period());
                         Decision::denied(0, now, now.saturating_add(period), 0)
                     }
                     // Judged by the fresh limiter, which is then dropped.
-                    WhenFull::AdmitUntracked => slot.decide(now, n),
+                    WhenFull::AdmitUntracked => slot.untracked(now, n),
                 });
             }
         }
         Ok(match map.try_insert(key.to_owned(), slot) {
-            Ok(inserted) => inserted,
+            Ok(inserted) => {
+                if map.len() % FLUSH_EVERY == 0 {
+                    // A growing map retires its old tables (half the new one's size, all
+                    // told) into this thread's batch of garbage, freed only once the batch
+                    // fills; sweeps may be rare. Hand them to the collector now and then:
+                    // they are freed once the threads pinning the map let go.
+                    self.map.guard().flush();
+                }
+                inserted
+            }
             Err(occupied) => occupied.current,
         })
     }
 
     /// Whether a new key may be inserted under `bound`, sweeping idle keys first if the map
-    /// is full and a sweep is due.
-    fn make_room(&self, bound: &Bound, now: u64) -> bool {
+    /// is full and a sweep is due (at most once per period of the map's `quota`).
+    fn make_room(&self, bound: &Bound, quota: &Quota, now: u64) -> bool {
         if self.map.len() < bound.max_keys {
             return true;
         }
@@ -607,7 +731,7 @@ where
         // or once fewer, which is harmless.
         let misses = bound.full_misses.fetch_add(1, Ordering::Relaxed) + 1;
         let last = bound.last_sweep_ns.load(Ordering::Relaxed);
-        let period = duration_to_nanos(self.quota.period());
+        let period = duration_to_nanos(quota.period());
         let due =
             misses >= (bound.max_keys as u64 / 16).max(1) || now.saturating_sub(last) >= period;
         if due
@@ -625,11 +749,12 @@ where
 
 impl<K: Hash + Eq, C, S: BuildHasher> fmt::Debug for KeyedLimiter<K, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = &self.shared;
         f.debug_struct("KeyedLimiter")
-            .field("algorithm", &self.algorithm)
-            .field("quota", &self.quota)
-            .field("keys", &self.map.len())
-            .field("max_keys", &self.bound.as_ref().map(|b| b.max_keys))
+            .field("algorithm", &shared.algorithm)
+            .field("quota", &shared.quota)
+            .field("keys", &with_map!(&self.maps, m => m.map.len()))
+            .field("max_keys", &shared.bound.as_ref().map(|b| b.max_keys))
             .finish_non_exhaustive()
     }
 }

@@ -1,34 +1,38 @@
-//! One key's limiter in the keyed map, and the protocol that lets it be evicted while requests
-//! race it.
-//!
-//! # The problem
-//!
-//! `evict_idle` removes a key whose limiter is fresh (full capacity at the map's now). A request
-//! that found the slot in the map just before the removal would otherwise record its admission
-//! on the removed, orphaned limiter; the key's next request makes a new, full limiter, and the
-//! admission is lost: an over-admission. The slot's state word makes every such request notice
-//! the eviction and redo its admission on the new limiter.
+//! A key's limiter with a state of several words (sliding window, sliding log), and the
+//! protocol that lets it be evicted while requests race it. (The one-word limiters fold the
+//! eviction mark into their word instead: see `word.rs`.)
 //!
 //! # Layout
 //!
-//! A slot is an enum over the algorithms' clock-less cores; every variant starts with the same
-//! 32-bit state word, which shares the enum's first 8 bytes with the tag:
+//! | field   | type     | meaning                                                          |
+//! |---------|----------|------------------------------------------------------------------|
+//! | `state` | `u32`    | the eviction state word (below)                                  |
+//! | `core`  | the core | the sliding window's or log's state and its own parameters       |
 //!
-//! | bytes | field   | meaning                                                          |
-//! |-------|---------|------------------------------------------------------------------|
-//! | 0     | tag     | which algorithm (the enum discriminant)                          |
-//! | 4..8  | `state` | the eviction state word (below)                                  |
-//! | 8..48 | core    | `TokenBucketCore` (40 B) or `FixedWindowCore` (32 B) inline; the  |
-//! |       |         | sliding window and log, which own heap rings anyway, boxed (8 B)  |
-//!
-//! 48 bytes in all (checked by a unit test); the rest of the state words are the core's own.
-//!
-//! ## State word
+//! The slot is boxed (the map holds 8 bytes); these cores own heap rings anyway.
 //!
 //! | bits  | field   | meaning                                                           |
 //! |-------|---------|-------------------------------------------------------------------|
 //! | 0..2  | `phase` | `LIVE = 0`, `EVICTING = 1`, `EVICTED = 2`                         |
 //! | 2..32 | `round` | eviction attempts on this slot so far, wrapping at 2^30           |
+//!
+//! # Invariant
+//!
+//! An admission is recorded on the limiter that stays in the map: a request whose admission
+//! may sit on an evicted core sees `EVICTED` and redoes itself on the key's new limiter.
+//!
+//! # Orderings
+//!
+//! - requester RMW after an admission: `Release` (publishes its core write to the evictor);
+//!   as an RMW it reads the latest state, so no `Acquire` is needed;
+//! - requester cancel CAS: `Relaxed`: it only decides who wins that `EVICTING`;
+//! - evictor pre-filter load: `Relaxed`: a hint, the CAS decides;
+//! - evictor `LIVE → EVICTING`: `Acquire`: synchronizes with the requesters' RMWs;
+//! - evictor `EVICTING → EVICTED / LIVE`: `Release`; a requester that reads `EVICTED` issues
+//!   an `Acquire` fence before reading the clock again for its redo, which is then no earlier
+//!   than the evictor's now.
+//!
+//! # Phases
 //!
 //! | phase      | set by                                             | means                   |
 //! |------------|----------------------------------------------------|-------------------------|
@@ -39,14 +43,14 @@
 //!
 //! The round makes each `EVICTING` value unique to one evictor: without it, an evictor whose
 //! attempt a requester cancelled could later complete a *newer* evictor's `EVICTING` with its
-//! own stale freshness check (ABA). loom found exactly that with two sweeps and a request.
-//! A wrap needs 2^30 eviction attempts on one slot while one evictor stalls mid-attempt.
+//! own stale freshness check (ABA). A wrap needs 2^30 eviction attempts on one slot while one
+//! evictor stalls mid-attempt.
 //!
 //! # Protocol
 //!
 //! Requester (after the map lookup, clock read once):
-//! 1. decide on the core (its own lock-free step); a denial or a zero cost wrote nothing and
-//!    returns at once;
+//! 1. the core's own request (its own lock-free step); a denial or a zero cost wrote nothing
+//!    and returns at once;
 //! 2. an admission then does `state.fetch_add(0, Release)`: an RMW, so it reads the latest
 //!    state in the word's modification order, and it publishes the core write to any evictor
 //!    whose CAS comes later in that order;
@@ -79,34 +83,30 @@
 //! admissions had all expired by the evictor's now may be counted a second time on the new
 //! limiter: a conservative error (a unit taken, never one handed out), only in that double race.
 //! Denials write nothing, so they need no check: a denial by an orphan is a denial the key's
-//! limiter gave at the requester's now (a requester that redoes never returns to the orphan:
-//! it removes it from the map first).
+//! limiter gave at the requester's now.
 //!
-//! The loom model in `loom-tests/tests/keyed_slot.rs` checks this with 2–3 threads, with the map
-//! replaced by a one-entry cell, and catches three planted broken variants (no requester
-//! check, no evictor re-check, no round).
-//!
-//! # Orderings
-//!
-//! - requester RMW: `Release` (publishes its core write); its value is the latest by RMW
-//!   atomicity, so no `Acquire` is needed: nothing is read through it.
-//! - requester cancel CAS: `Relaxed`: it only decides who wins that `EVICTING`.
-//! - evictor pre-filter load: `Relaxed`: a hint, the CAS decides.
-//! - evictor `LIVE → EVICTING`: `Acquire` on success: synchronizes with the requesters' RMWs.
-//! - evictor `EVICTING → EVICTED / LIVE`: `Relaxed`: they publish nothing; the entry's removal
-//!   is published by the map.
+//! The loom model in `loom-tests/tests/keyed_slot.rs` checks this with 2–3 threads, the map
+//! replaced by a one-entry cell, and catches three planted defects (no requester check, no
+//! evictor re-check, no round), each this code with one change.
 
 use core::time::Duration;
 
-use crate::algo::fixed_window::FixedWindowCore;
-use crate::algo::sliding_log::SlidingLogCore;
-use crate::algo::sliding_window::SlidingWindowCore;
-use crate::algo::token_bucket::TokenBucketCore;
+use crate::algo::{Algo, Core};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
-use super::Algorithm;
+/// A deliberate defect compiled into a protocol for a loom model to catch. Everything outside
+/// the models runs [`SOUND`], for which every planted branch folds away at compile time.
+pub(crate) type Plant = u8;
+/// The protocol as documented.
+pub(crate) const SOUND: Plant = 0;
+/// Planted defect: the requester trusts its admission without the state RMW.
+pub(crate) const REQUESTER_SKIPS_CHECK: Plant = 11;
+/// Planted defect: the evictor marks `EVICTED` on its pre-check alone, with no re-check.
+pub(crate) const EVICTOR_SKIPS_RECHECK: Plant = 12;
+/// Planted defect: the evictor's `EVICTING` keeps the round (the ABA above).
+pub(crate) const EVICTOR_WITHOUT_ROUND: Plant = 13;
 
 const LIVE: u32 = 0;
 const EVICTING: u32 = 1;
@@ -125,13 +125,13 @@ fn with_phase(state: u32, phase: u32) -> u32 {
     state & !PHASE | phase
 }
 
-/// One key's limiter: the slot state word and the algorithm's core (see the module docs).
-#[derive(Debug)]
-pub(crate) enum Slot {
-    TokenBucket(AtomicU32, TokenBucketCore),
-    FixedWindow(AtomicU32, FixedWindowCore),
-    SlidingWindow(AtomicU32, Box<SlidingWindowCore>),
-    SlidingLog(AtomicU32, Box<SlidingLogCore>),
+/// A request found its limiter `EVICTED`: it redoes itself through the map.
+#[cold]
+fn evicted() -> Attempt {
+    // Acquire (with the evictor's Release): the redo's clock reading is at least the one the
+    // evictor judged the limiter fresh at.
+    fence(Ordering::Acquire);
+    Attempt::Evicted
 }
 
 /// What a request on one slot came to.
@@ -143,103 +143,106 @@ pub(crate) enum Attempt {
     Evicted,
 }
 
-impl Slot {
-    /// A fresh slot for `algorithm` under `quota`.
-    pub(crate) fn new(algorithm: Algorithm, quota: &Quota) -> Result<Slot, QuotaError> {
-        let live = || AtomicU32::new(LIVE);
-        Ok(match algorithm {
-            Algorithm::TokenBucket => Slot::TokenBucket(live(), TokenBucketCore::new(quota)),
-            Algorithm::FixedWindow => Slot::FixedWindow(live(), FixedWindowCore::new(quota)),
-            Algorithm::SlidingWindow => {
-                Slot::SlidingWindow(live(), Box::new(SlidingWindowCore::new(quota)))
-            }
-            Algorithm::SlidingLog => {
-                Slot::SlidingLog(live(), Box::new(SlidingLogCore::try_new(quota)?))
-            }
+/// One key's limiter: the eviction state word and the core (see the module docs).
+#[derive(Debug)]
+pub(crate) struct StateSlot<A: Algo> {
+    state: AtomicU32,
+    core: Core<A>,
+}
+
+impl<A: Algo> StateSlot<A> {
+    /// A fresh slot for `quota`.
+    pub(crate) fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        Ok(StateSlot {
+            state: AtomicU32::new(LIVE),
+            core: Core::try_new(quota)?,
         })
     }
 
+    /// The core's own request, outside the eviction protocol.
     #[inline]
-    fn state(&self) -> &AtomicU32 {
-        match self {
-            Slot::TokenBucket(s, _)
-            | Slot::FixedWindow(s, _)
-            | Slot::SlidingWindow(s, _)
-            | Slot::SlidingLog(s, _) => s,
-        }
-    }
-
-    /// The core's own decision, with no slot protocol: static dispatch over the enum.
-    #[inline]
-    pub(crate) fn decide(&self, now_ns: u64, n: u64) -> Decision {
-        match self {
-            Slot::TokenBucket(_, core) => core.acquire(now_ns, n),
-            Slot::FixedWindow(_, core) => core.acquire(now_ns, n),
-            Slot::SlidingWindow(_, core) => core.acquire(now_ns, n),
-            Slot::SlidingLog(_, core) => core.acquire(now_ns, n),
-        }
+    pub(crate) fn commit(&self, now_ns: u64, n: u64) -> Decision {
+        self.core.acquire(now_ns, n)
     }
 
     /// Whether the limiter is at full capacity at `now_ns`: as good as a new one.
     ///
     /// A zero-cost request is read-only for every core and reports, in `reset_after`, how long
-    /// until full capacity: zero exactly when the limiter is full (token bucket: `tat ≤ now`;
-    /// fixed window: nothing counted; sliding window and log: no live admission). (The
-    /// sliding log's zero-cost request may take its per-limiter lock if it races a writer;
-    /// that changes nothing it stores.)
+    /// until full capacity: zero exactly when no admission is live. (The sliding log's
+    /// zero-cost request may take its per-limiter lock if it races a writer; that changes
+    /// nothing it stores.)
     #[inline]
-    pub(crate) fn is_fresh(&self, now_ns: u64) -> bool {
-        self.decide(now_ns, 0).reset_after() == Duration::ZERO
+    fn is_fresh(&self, now_ns: u64) -> bool {
+        self.core.acquire(now_ns, 0).reset_after() == Duration::ZERO
     }
 
     /// A request of cost `n` at `now_ns` (see the module's protocol).
     #[inline]
     pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
-        let decision = self.decide(now_ns, n);
-        if n == 0 || !decision.is_allowed() {
+        self.acquire_planted::<SOUND>(now_ns, n)
+    }
+
+    /// [`StateSlot::acquire`], or with a defect planted for a loom model.
+    #[inline(always)]
+    pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
+        let decision = self.core.acquire(now_ns, n);
+        if n == 0 || !decision.is_allowed() || PLANT == REQUESTER_SKIPS_CHECK {
             // Nothing was written: nothing can be lost.
             return Attempt::Decided(decision);
         }
-        self.confirm(decision)
-    }
-
-    /// Step 2–3 of the requester: is the admission just written on the map's limiter?
-    #[inline]
-    fn confirm(&self, decision: Decision) -> Attempt {
         // Release: publishes the core write to an evictor whose CAS follows in the word's
         // modification order; as an RMW it reads the latest state, so no Acquire is needed.
-        let state = self.state().fetch_add(0, Ordering::Release);
+        let state = self.state.fetch_add(0, Ordering::Release);
         match phase(state) {
             LIVE => Attempt::Decided(decision),
             EVICTING => self.cancel_eviction(state, decision),
-            _ => Attempt::Evicted,
+            _ => evicted(),
         }
     }
 
     #[cold]
     fn cancel_eviction(&self, evicting: u32, decision: Decision) -> Attempt {
         // Relaxed: it only decides whether that evictor or this requester wins its attempt.
-        match self.state().compare_exchange(
+        match self.state.compare_exchange(
             evicting,
             with_phase(evicting, LIVE),
             Ordering::Relaxed,
             Ordering::Relaxed,
         ) {
-            Err(now) if phase(now) == EVICTED => Attempt::Evicted,
+            Err(now) if phase(now) == EVICTED => evicted(),
             // Cancelled, backed off, or a newer attempt that began after our RMW (it sees us).
             _ => Attempt::Decided(decision),
         }
     }
 
     /// The evictor's steps: true if the slot is now `EVICTED` and its entry must be removed.
+    #[inline]
     pub(crate) fn try_evict(&self, now_ns: u64) -> bool {
-        let state = self.state();
+        self.try_evict_planted::<SOUND>(now_ns)
+    }
+
+    /// [`StateSlot::try_evict`], or with a defect planted for a loom model.
+    #[inline(always)]
+    pub(crate) fn try_evict_planted<const PLANT: Plant>(&self, now_ns: u64) -> bool {
+        let state = &self.state;
         // Relaxed: a cheap pre-filter; the CAS below decides.
         let live = state.load(Ordering::Relaxed);
         if phase(live) != LIVE || !self.is_fresh(now_ns) {
             return false;
         }
-        let evicting = with_phase(live.wrapping_add(ROUND), EVICTING);
+        let round = if PLANT == EVICTOR_WITHOUT_ROUND {
+            live
+        } else {
+            live.wrapping_add(ROUND)
+        };
+        let evicting = with_phase(
+            round,
+            if PLANT == EVICTOR_SKIPS_RECHECK {
+                EVICTED
+            } else {
+                EVICTING
+            },
+        );
         // Acquire: reads from the release sequence of the requesters' RMWs that precede it,
         // so their core writes are visible to the re-check below.
         if state
@@ -248,140 +251,68 @@ impl Slot {
         {
             return false;
         }
+        if PLANT == EVICTOR_SKIPS_RECHECK {
+            return true;
+        }
         let (next, evicted) = if self.is_fresh(now_ns) {
             (with_phase(evicting, EVICTED), true)
         } else {
             (with_phase(evicting, LIVE), false)
         };
-        // Relaxed: publishes nothing (a requester that loses retries through the map);
-        // failure means a requester cancelled this attempt.
+        // Release: a requester that reads `EVICTED` and acquires it reads the clock again
+        // no earlier than `now_ns`. Failure means a requester cancelled this attempt.
         let done = state
-            .compare_exchange(evicting, next, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(evicting, next, Ordering::Release, Ordering::Relaxed)
             .is_ok();
         evicted && done
-    }
-}
-
-/// The slot protocol for loom models (`loom-tests/tests/keyed_slot.rs`): a slot over a token
-/// bucket, the correct protocol and three planted broken variants. Only under `--cfg tollgate_loom`.
-#[cfg(tollgate_loom)]
-pub mod loom_model {
-    use super::*;
-
-    /// Which protocol a model thread runs.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Variant {
-        /// The protocol of the module docs.
-        Correct,
-        /// Broken: the requester trusts its admission without the state RMW.
-        RequesterSkipsCheck,
-        /// Broken: the evictor marks `EVICTED` on its pre-check alone, with no re-check.
-        EvictorSkipsRecheck,
-        /// Broken: the evictor's `EVICTING` does not bump the round (the ABA loom found).
-        EvictorWithoutRound,
-    }
-
-    /// A keyed slot over a token bucket of `limit` per second.
-    #[derive(Debug)]
-    pub struct ModelSlot(Slot);
-
-    impl ModelSlot {
-        /// A fresh slot: a token bucket of `limit` per second.
-        pub fn token_bucket(limit: u64) -> ModelSlot {
-            let quota = Quota::per_second(limit).expect("a valid limit");
-            ModelSlot(Slot::new(Algorithm::TokenBucket, &quota).expect("a token bucket"))
-        }
-
-        /// A request of cost 1 at `now_ns`: `Some(allowed)`, or `None` if the slot was
-        /// evicted under it (remove it from the map and redo the request).
-        pub fn acquire(&self, now_ns: u64, variant: Variant) -> Option<bool> {
-            if variant == Variant::RequesterSkipsCheck {
-                return Some(self.0.decide(now_ns, 1).is_allowed());
-            }
-            match self.0.acquire(now_ns, 1) {
-                Attempt::Decided(d) => Some(d.is_allowed()),
-                Attempt::Evicted => None,
-            }
-        }
-
-        /// The evictor: true if the slot is now evicted and must be removed from the map.
-        pub fn try_evict(&self, now_ns: u64, variant: Variant) -> bool {
-            let state = self.0.state();
-            match variant {
-                Variant::EvictorSkipsRecheck => {
-                    // Relaxed: as the real pre-filter.
-                    let live = state.load(Ordering::Relaxed);
-                    if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
-                        return false;
-                    }
-                    // Acquire: as the real mark; but nothing is checked after it.
-                    state
-                        .compare_exchange(
-                            live,
-                            with_phase(live, EVICTED),
-                            Ordering::Acquire,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok()
-                }
-                Variant::EvictorWithoutRound => {
-                    // The real steps with the same orderings, but `EVICTING` keeps the round.
-                    let live = state.load(Ordering::Relaxed);
-                    if phase(live) != LIVE || !self.0.is_fresh(now_ns) {
-                        return false;
-                    }
-                    let evicting = with_phase(live, EVICTING);
-                    if state
-                        .compare_exchange(live, evicting, Ordering::Acquire, Ordering::Relaxed)
-                        .is_err()
-                    {
-                        return false;
-                    }
-                    let fresh = self.0.is_fresh(now_ns);
-                    let next = with_phase(evicting, if fresh { EVICTED } else { LIVE });
-                    let done = state
-                        .compare_exchange(evicting, next, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok();
-                    fresh && done
-                }
-                _ => self.0.try_evict(now_ns),
-            }
-        }
     }
 }
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
+    use crate::algo::sliding_log::Log;
+    use crate::algo::sliding_window::Sliding;
 
-    #[test]
-    fn a_slot_is_48_bytes() {
-        assert_eq!(core::mem::size_of::<Slot>(), 48);
+    /// A request (`false`) or an eviction (`true`) at a time: (allowed or evicted, flag).
+    type Probe = Box<dyn Fn(u64, bool) -> (bool, bool)>;
+
+    fn slots(quota: &Quota) -> [Probe; 2] {
+        fn one<A: Algo + 'static>(quota: &Quota) -> Probe {
+            let slot = StateSlot::<A>::new(quota).unwrap();
+            Box::new(move |now, evict| {
+                if evict {
+                    (slot.try_evict(now), slot.is_fresh(now))
+                } else {
+                    match slot.acquire(now, 1) {
+                        Attempt::Decided(d) => (d.is_allowed(), false),
+                        Attempt::Evicted => (false, true),
+                    }
+                }
+            })
+        }
+        [one::<Sliding>(quota), one::<Log>(quota)]
     }
 
     #[test]
-    fn every_core_is_fresh_until_used_and_again_once_idle() {
+    fn every_core_is_kept_while_used_and_evicted_once_idle() {
         let quota = Quota::per_second(2).unwrap();
-        for algorithm in Algorithm::ALL {
-            let slot = Slot::new(algorithm, &quota).unwrap();
-            assert!(slot.is_fresh(0), "{algorithm:?}");
-            assert!(matches!(slot.acquire(0, 1), Attempt::Decided(d) if d.is_allowed()));
-            assert!(!slot.is_fresh(0), "{algorithm:?}");
-            assert!(!slot.try_evict(0), "{algorithm:?}: a used limiter stays");
-            // Two periods later every algorithm has forgotten the admission.
-            assert!(slot.is_fresh(2_500_000_000), "{algorithm:?}");
-            assert!(slot.try_evict(2_500_000_000), "{algorithm:?}");
+        for slot in slots(&quota) {
+            assert_eq!(slot(0, false), (true, false), "admitted");
+            assert_eq!(slot(0, true), (false, false), "a used limiter stays");
+            // Two periods later both have forgotten the admission.
+            assert_eq!(slot(2_500_000_000, true), (true, true), "evicted");
             // Once evicted, an admission on it must be redone on a new limiter.
-            assert_eq!(slot.acquire(2_500_000_000, 1), Attempt::Evicted);
+            assert_eq!(slot(2_500_000_000, false), (false, true));
         }
     }
 
     #[test]
     fn a_requester_cancels_an_eviction_in_progress() {
-        let slot = Slot::new(Algorithm::TokenBucket, &Quota::per_second(1).unwrap()).unwrap();
-        slot.state().store(ROUND | EVICTING, Ordering::Relaxed);
+        let slot = StateSlot::<Sliding>::new(&Quota::per_second(1).unwrap()).unwrap();
+        slot.state.store(ROUND | EVICTING, Ordering::Relaxed);
         // The evictor's re-check has not run: the requester keeps its admission by cancelling.
         assert!(matches!(slot.acquire(0, 1), Attempt::Decided(d) if d.is_allowed()));
-        assert_eq!(slot.state().load(Ordering::Relaxed), ROUND | LIVE);
+        assert_eq!(slot.state.load(Ordering::Relaxed), ROUND | LIVE);
     }
 }
