@@ -14,6 +14,9 @@ use http::Request;
 
 use crate::net::{mask, IpNet, NetError};
 
+/// Evaluated at compile time (`from_static` at run time would validate the name per request).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
 /// Picks the key a request is counted against; `None` when the request carries no key (the
 /// layer then answers as its [`MissingKey`](crate::MissingKey) setting says).
 ///
@@ -296,7 +299,7 @@ impl TrustedProxy {
         }
         let mut nearest = peer;
         let (name, forwarded) = match self.header {
-            ForwardedHeader::XForwardedFor => (HeaderName::from_static("x-forwarded-for"), false),
+            ForwardedHeader::XForwardedFor => (X_FORWARDED_FOR, false),
             ForwardedHeader::Forwarded => (FORWARDED, true),
         };
         // Header lines in order, hops within a line left to right: walk both from the right.

@@ -692,13 +692,15 @@ where
                 ResponseFuture {
                     state: State::Deciding {
                         decision,
-                        waiting: Some(Waiting {
+                        // Boxed: only remote decisions wait, and a small future is cheaper to
+                        // move on every other request.
+                        waiting: Some(Box::new(Waiting {
                             req,
                             service: ready,
                             config: Arc::clone(&self.config),
                             policy,
                             grpc,
-                        }),
+                        })),
                     },
                 }
             }
@@ -736,7 +738,7 @@ pin_project_lite::pin_project! {
     {
         Inner { #[pin] future: S::Future, headers: Option<RateLimitHeaders> },
         Answer { response: Option<S::Response> },
-        Deciding { decision: Bk::Future, waiting: Option<Waiting<S, ReqB, X, Bk>> },
+        Deciding { decision: Bk::Future, waiting: Option<Box<Waiting<S, ReqB, X, Bk>>> },
     }
 }
 
@@ -795,7 +797,7 @@ where
                         Poll::Ready(r) => r,
                         Poll::Pending => return Poll::Pending,
                     };
-                    let w = waiting.take().expect("polled after completion");
+                    let w = *waiting.take().expect("polled after completion");
                     let next = match w.config.verdict(w.policy, w.grpc, result) {
                         Verdict::Pass(headers) => {
                             let mut service = w.service;
