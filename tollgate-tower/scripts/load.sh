@@ -13,7 +13,7 @@
 # the machine has 2 or more CPUs). CPU per request does not depend on how fast wrk is.
 #
 # usage: scripts/load.sh            short form: 3 s per run, ~60 s in all
-#        scripts/load.sh --long     long form: 15 s per run (~4 min)
+#        scripts/load.sh --long     long form: 10 s per run, 3 interleaved rounds (~10 min)
 #        DURATION=8 CONNECTIONS=64 scripts/load.sh   any other settings
 #
 # Exit status: non-zero only when something is broken (a build, a server that does not
@@ -23,10 +23,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 DURATION=${DURATION:-3}
+ROUNDS=${ROUNDS:-1}
 CONNECTIONS=${CONNECTIONS:-32}
 MANY=${MANY:-100000}
 if [[ "${1:-}" == "--long" ]]; then
-  DURATION=${LONG_DURATION:-15}
+  DURATION=${LONG_DURATION:-10}
+  ROUNDS=${LONG_ROUNDS:-3}
 fi
 OUT=${OUT:-target/tower-load}
 mkdir -p "$OUT"
@@ -91,7 +93,7 @@ run() { # variant load keys
   if [[ "$load" == denied || "$keys" != 1 ]]; then
     local sent=0 n
     while (( sent <= keys )); do
-      KEYS=$keys taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNECTIONS" -d1s \
+      START=$sent KEYS=$keys taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNECTIONS" -d1s \
         -s tollgate-tower/scripts/keys.lua "$url" >"$OUT/warmup.txt"
       n=$(awk '/requests in/ {print $1}' "$OUT/warmup.txt")
       (( ${n:-0} > 0 )) || { echo "FAIL: warm-up of $variant $load $keys completed no request" >&2; exit 1; }
@@ -125,17 +127,25 @@ run() { # variant load keys
 }
 
 echo "wrk -t1 -c$CONNECTIONS -d${DURATION}s, proxy on CPU $SERVER_CPU (1 worker), wrk + upstream on CPU $CLIENT_CPU"
-for keys in 1 "$MANY"; do
-  run none allowed "$keys"
-  run tollgate allowed "$keys"
-  run governor allowed "$keys"
-  run tollgate denied "$keys"
-  run governor denied "$keys"
+for round in $(seq "$ROUNDS"); do
+  (( ROUNDS == 1 )) || echo "round $round of $ROUNDS"
+  for keys in 1 "$MANY"; do
+    run none allowed "$keys"
+    run tollgate allowed "$keys"
+    run governor allowed "$keys"
+    run tollgate denied "$keys"
+    run governor denied "$keys"
+  done
 done
 
-# Ratios from this one run, and the goals.
+# Ratios from this one run, and the goals. Over several rounds (interleaved, so slow phases
+# of a shared machine hit every variant), each figure is the best round's: the highest
+# requests/s and the lowest CPU per request, since noise from other load only adds cost.
 awk -F'\t' -v many="$MANY" '
-  NR > 1 { rps[$1, $2, $3] = $4; cpu[$1, $2, $3] = $5 }
+  NR > 1 {
+    if (!(($1, $2, $3) in rps) || $4 > rps[$1, $2, $3]) rps[$1, $2, $3] = $4
+    if (!(($1, $2, $3) in cpu) || $5 < cpu[$1, $2, $3]) cpu[$1, $2, $3] = $5
+  }
   function verdict(ok) { return ok ? "met" : "MISSED" }
   END {
     for (i = 0; i < 2; i++) {
