@@ -49,3 +49,8 @@ pub use layer::{
     ResponseFuture, Stats,
 };
 pub use net::{IpNet, NetError};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
