@@ -12,7 +12,7 @@ use std::sync::Arc;
 use http::header::{HeaderName, FORWARDED};
 use http::Request;
 
-use crate::net::{mask, IpNet, NetError};
+use crate::net::{check_prefix, mask, IpNet, NetError};
 
 /// Evaluated at compile time (`from_static` at run time would validate the name per request).
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -127,13 +127,7 @@ impl Grouping {
     /// assert!(tollgate_tower::Grouping::default().try_ipv6_prefix(129).is_err());
     /// ```
     pub fn try_ipv6_prefix(mut self, prefix: u8) -> Result<Self, NetError> {
-        if prefix > 128 {
-            return Err(NetError::PrefixTooLong {
-                prefix: u32::from(prefix),
-                max: 128,
-            });
-        }
-        self.v6 = prefix;
+        self.v6 = check_prefix(prefix, 128)?;
         Ok(self)
     }
 
@@ -148,13 +142,7 @@ impl Grouping {
     /// # Ok::<(), tollgate_tower::NetError>(())
     /// ```
     pub fn try_ipv4_prefix(mut self, prefix: u8) -> Result<Self, NetError> {
-        if prefix > 32 {
-            return Err(NetError::PrefixTooLong {
-                prefix: u32::from(prefix),
-                max: 32,
-            });
-        }
-        self.v4 = prefix;
+        self.v4 = check_prefix(prefix, 32)?;
         Ok(self)
     }
 

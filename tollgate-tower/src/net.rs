@@ -77,13 +77,7 @@ impl IpNet {
     /// ```
     pub fn try_new(addr: IpAddr, prefix: u8) -> Result<IpNet, NetError> {
         let addr = addr.to_canonical();
-        let max = bits(addr);
-        if prefix > max {
-            return Err(NetError::PrefixTooLong {
-                prefix: u32::from(prefix),
-                max,
-            });
-        }
+        let prefix = check_prefix(prefix, bits(addr))?;
         Ok(IpNet {
             addr: mask(addr, prefix),
             prefix,
@@ -168,6 +162,17 @@ fn bits(addr: IpAddr) -> u8 {
     } else {
         128
     }
+}
+
+/// `prefix` if it fits an address of `max` bits.
+pub(crate) fn check_prefix(prefix: u8, max: u8) -> Result<u8, NetError> {
+    if prefix > max {
+        return Err(NetError::PrefixTooLong {
+            prefix: u32::from(prefix),
+            max,
+        });
+    }
+    Ok(prefix)
 }
 
 /// `addr` with all but its first `prefix` bits cleared (`prefix` at most the family's bits).

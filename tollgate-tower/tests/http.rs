@@ -22,9 +22,12 @@ use tower::{Layer, ServiceBuilder};
 
 type Body = Full<Bytes>;
 
-/// Serves `layer` around a hello service on a loopback port, HTTP/1 with keep-alive. With
-/// `peer`, each request carries its connection's address as a `PeerAddr` extension.
-async fn serve<L>(layer: L, peer: bool) -> SocketAddr
+const V4: &str = "127.0.0.1:0";
+
+/// Serves `layer` around a hello service on `bind`, HTTP/1 with keep-alive; `None` when the
+/// address cannot be bound. With `peer`, each request carries its connection's address as a
+/// `PeerAddr` extension.
+async fn serve_at<L>(bind: &str, layer: L, peer: bool) -> Option<SocketAddr>
 where
     L: Layer<tower::util::BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>>
         + Send
@@ -41,7 +44,7 @@ where
             Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
         }));
     let svc = layer.layer(hello);
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = TcpListener::bind(bind).await.ok()?;
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
@@ -61,7 +64,7 @@ where
             });
         }
     });
-    addr
+    Some(addr)
 }
 
 /// One client connection: every request of a test goes over it (keep-alive).
@@ -127,11 +130,13 @@ async fn exact_headers_429_after_burst_and_retry_after_honoured() {
     let clock = ManualClock::new();
     // 2 per 3 s: one token every 1.5 s, so waits are not whole seconds.
     let quota = Quota::new(2, Duration::from_secs(3)).unwrap();
-    let addr = serve(
+    let addr = serve_at(
+        V4,
         RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(quota, &clock)),
         true,
     )
-    .await;
+    .await
+    .unwrap();
     let mut c = connect(addr).await;
 
     let first = get(&mut c, None).await;
@@ -174,7 +179,7 @@ async fn many_denials_keep_the_connection_and_count() {
         local::<()>(Quota::per_minute(1).unwrap(), &clock),
     );
     let stats = layer.stats();
-    let addr = serve(layer, false).await;
+    let addr = serve_at(V4, layer, false).await.unwrap();
     let mut c = connect(addr).await;
     assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
     for _ in 0..50 {
@@ -197,7 +202,7 @@ async fn forged_xff_from_untrusted_peer_does_not_change_the_key() {
         trusting(&["10.0.0.0/8"]),
         local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
     );
-    let addr = serve(layer, true).await;
+    let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
     assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
     assert_eq!(
@@ -217,7 +222,7 @@ async fn trusted_proxy_header_sets_the_key_rightmost_untrusted_hop() {
         trusting(&["127.0.0.0/8", "10.0.0.0/8"]),
         local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
     );
-    let addr = serve(layer, true).await;
+    let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
     assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
     assert_eq!(
@@ -244,7 +249,7 @@ async fn ipv6_clients_in_one_64_share_a_bucket() {
         trusting(&["127.0.0.0/8"]),
         local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
     );
-    let addr = serve(layer, true).await;
+    let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
     assert_eq!(
         get(&mut c, Some("2001:db8:1:2::1")).await.status,
@@ -265,28 +270,13 @@ async fn ipv6_clients_in_one_64_share_a_bucket() {
 #[tokio::test]
 async fn ipv6_peer_on_loopback_is_keyed_by_its_64() {
     let clock = ManualClock::new();
-    let backend = local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock);
-    let layer = RateLimitLayer::new(PeerIp::default(), backend);
-    let hello = tower::service_fn(|_req: Request<Incoming>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
-    });
-    let svc = layer.layer(hello);
-    let Ok(listener) = TcpListener::bind("[::1]:0").await else {
+    let layer = RateLimitLayer::new(
+        PeerIp::default(),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let Some(addr) = serve_at("[::1]:0", layer, true).await else {
         return; // no IPv6 loopback on this machine: the XFF test above covers the grouping
     };
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (tcp, from) = listener.accept().await.unwrap();
-        let svc = ServiceBuilder::new()
-            .map_request(move |mut req: Request<Incoming>| {
-                req.extensions_mut().insert(PeerAddr(from));
-                req
-            })
-            .service(svc);
-        let _ = hyper::server::conn::http1::Builder::new()
-            .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
-            .await;
-    });
     let mut c = connect(addr).await;
     assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
     assert_eq!(
@@ -304,7 +294,7 @@ async fn shadow_mode_never_rejects_but_reports() {
     )
     .shadow(true);
     let stats = layer.stats();
-    let addr = serve(layer, false).await;
+    let addr = serve_at(V4, layer, false).await.unwrap();
     let mut c = connect(addr).await;
     let mut last = None;
     for _ in 0..10 {
@@ -326,7 +316,7 @@ async fn keyless_requests_get_the_configured_answer() {
         local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
     );
     let stats = strict.stats();
-    let mut c = connect(serve(strict, false).await).await;
+    let mut c = connect(serve_at(V4, strict, false).await.unwrap()).await;
     assert_eq!(
         get(&mut c, None).await.status,
         StatusCode::INTERNAL_SERVER_ERROR
@@ -338,7 +328,7 @@ async fn keyless_requests_get_the_configured_answer() {
         local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
     )
     .on_missing_key(MissingKey::Shared(IpAddr::from([0, 0, 0, 0])));
-    let mut c = connect(serve(shared, false).await).await;
+    let mut c = connect(serve_at(V4, shared, false).await.unwrap()).await;
     assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
     assert_eq!(
         get(&mut c, None).await.status,
@@ -360,7 +350,7 @@ async fn routes_plans_exempt_methods_and_header_modes() {
     )
     .unwrap()
     .headers(HeaderMode::DenyOnly);
-    let mut c = connect(serve(layer, false).await).await;
+    let mut c = connect(serve_at(V4, layer, false).await.unwrap()).await;
     let ok = send(&mut c, Method::POST, "/login", None).await;
     assert_eq!((ok.status, ok.header("ratelimit")), (StatusCode::OK, None));
     let no = send(&mut c, Method::POST, "/login/", None).await;
