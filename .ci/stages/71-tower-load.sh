@@ -6,7 +6,7 @@
 #
 # Fails only on a real fault: a build or server that does not start, wrk failing, an
 # all-allowed run with refusals, an all-denied run that lets requests through. The speed
-# goals (layer <= 1 µs CPU per allowed request, deny path no slower than allow path, both
+# expectations (layer <= 1 µs CPU per allowed request, deny path no slower than allow path, both
 # faster than tower_governor) are printed as met or MISSED and never fail the stage: wall
 # time on a shared machine is too noisy to gate on.
 set -euo pipefail

@@ -18,7 +18,7 @@
 #
 # Exit status: non-zero only when something is broken (a build, a server that does not
 # start, wrk failing, an all-allowed run with refusals, an all-denied run without them).
-# The speed goals are reported as met or missed, never turned into a failure.
+# The speed expectations are reported as met or missed, never turned into a failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -142,7 +142,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
-# Ratios from this one run, and the goals. Over several rounds (interleaved, so slow phases
+# Ratios from this one run, against what the layer is built for. Over several rounds (interleaved, so slow phases
 # of a shared machine hit every variant), each figure is the best round's: the highest
 # requests/s and the lowest CPU per request, since noise from other load only adds cost.
 awk -F'\t' -v many="$MANY" '
@@ -156,9 +156,9 @@ awk -F'\t' -v many="$MANY" '
       k = i ? many : 1
       added = cpu["tollgate", "allowed", k] - cpu["none", "allowed", k]
       printf "\n%s key(s):\n", k
-      printf "  layer CPU per allowed request: %+.2f µs (goal <= 1 µs): %s\n", added, verdict(added <= 1)
-      printf "  tollgate deny/allow req/s: %.2f (goal >= 1): %s\n", rps["tollgate", "denied", k] / rps["tollgate", "allowed", k], verdict(rps["tollgate", "denied", k] >= rps["tollgate", "allowed", k])
-      printf "  tollgate/governor req/s, allowed: %.2f, denied: %.2f (goal > 1): %s\n", rps["tollgate", "allowed", k] / rps["governor", "allowed", k], rps["tollgate", "denied", k] / rps["governor", "denied", k], verdict(rps["tollgate", "allowed", k] > rps["governor", "allowed", k] && rps["tollgate", "denied", k] > rps["governor", "denied", k])
+      printf "  layer CPU per allowed request: %+.2f µs (expected <= 1 µs): %s\n", added, verdict(added <= 1)
+      printf "  tollgate deny/allow req/s: %.2f (expected >= 1): %s\n", rps["tollgate", "denied", k] / rps["tollgate", "allowed", k], verdict(rps["tollgate", "denied", k] >= rps["tollgate", "allowed", k])
+      printf "  tollgate/governor req/s, allowed: %.2f, denied: %.2f (expected > 1): %s\n", rps["tollgate", "allowed", k] / rps["governor", "allowed", k], rps["tollgate", "denied", k] / rps["governor", "denied", k], verdict(rps["tollgate", "allowed", k] > rps["governor", "allowed", k] && rps["tollgate", "denied", k] > rps["governor", "denied", k])
       printf "  tollgate/governor CPU per request, allowed: %.2f, denied: %.2f\n", cpu["tollgate", "allowed", k] / cpu["governor", "allowed", k], cpu["tollgate", "denied", k] / cpu["governor", "denied", k]
     }
   }' "$results" | tee "$OUT/summary.txt"

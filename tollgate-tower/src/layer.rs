@@ -204,6 +204,9 @@ impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
 
 /// A tower [`Layer`] limiting requests per key; its service is [`RateLimit`].
 ///
+/// Every service the layer makes, and every clone of it, shares the layer's backends. A
+/// setting changed on a clone of a layer changes that clone only; the backends stay shared.
+///
 /// ```
 /// use axum::{routing::get, Router};
 /// use tollgate::{Algorithm, Quota};
