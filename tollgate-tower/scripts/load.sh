@@ -89,8 +89,8 @@ run() { # variant load keys
   local url="http://127.0.0.1:$PX_PORT/"
   # Warm-up: send every key at least once (wrk's one thread cycles through them in order),
   # so an all-denied run finds each key used up, and an all-allowed run measures a map that
-  # already holds every key, as a long-running proxy's does.
-  if [[ "$load" == denied || "$keys" != 1 ]]; then
+  # already holds every key, as a long-running proxy's does. (No map without the layer.)
+  if [[ "$variant" != none && ( "$load" == denied || "$keys" != 1 ) ]]; then
     local sent=0 n empty=0
     while (( sent <= keys )); do
       START=$sent KEYS=$keys taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNECTIONS" -d1s \
