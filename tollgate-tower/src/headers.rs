@@ -1,0 +1,370 @@
+//! The IETF rate-limit header fields (draft-ietf-httpapi-ratelimit-headers), rendered from a
+//! [`Decision`].
+//!
+//! - `RateLimit-Policy: "<name>";q=<limit>;w=<period in s>`: fixed per policy, rendered once.
+//! - `RateLimit: "<name>";r=<remaining>;t=<seconds>`: per response. On an admission `t` is the
+//!   time until the limiter is full again ([`Decision::reset_after`]), rounded up; on a denial
+//!   it is the wait before the request would pass, the same number as `Retry-After` (as in
+//!   the draft's 429 example), so `Retry-After` never points before the end of `t`.
+//! - `Retry-After: <seconds>` on a denial: [`Decision::retry_after`] rounded **up** to whole
+//!   seconds, so a client that waits that long is never early. Absent when retrying cannot
+//!   help ([`Decision::exceeds_capacity`]).
+//!
+//! Both fields are Structured-Field lists of one String item; the policy name is escaped as an
+//! sf-string. `w` is sent only for whole-second periods (the draft has no sub-second window).
+//!
+//! Denials allocate nothing: `Retry-After` values come from a process-wide table of static
+//! strings (0..4096 s) and each policy pre-renders its `RateLimit` values for `r=0` and every
+//! `t` up to its period (one shared buffer, so a value's clone is a reference-count increment).
+//! Admissions with headers, and waits beyond the tables, render into a stack buffer and
+//! copy it into one small `HeaderValue`.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use http::HeaderMap;
+use tollgate::{Decision, Quota};
+
+/// The `RateLimit` header name.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// The `RateLimit-Policy` header name.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// Retry-After values served from the static table: 0 ..= RETRY_TABLE - 1 seconds.
+const RETRY_TABLE: u64 = 4096;
+/// The most `t` values a policy pre-renders for its denials.
+const DENY_TABLE_MAX: u64 = 4096;
+
+/// A policy name that cannot be written as a Structured-Field string.
+///
+/// ```
+/// use tollgate::Quota;
+/// use tollgate_tower::PolicyHeaders;
+/// let err = PolicyHeaders::try_new("tab\there", &Quota::per_second(5)?).unwrap_err();
+/// assert_eq!(err.to_string(), "policy name byte 0x09 at 3 is not printable ASCII");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyNameError {
+    /// The offending byte.
+    pub byte: u8,
+    /// Its position in the name.
+    pub at: usize,
+}
+
+impl fmt::Display for PolicyNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "policy name byte {:#04x} at {} is not printable ASCII",
+            self.byte, self.at
+        )
+    }
+}
+
+impl std::error::Error for PolicyNameError {}
+
+/// One policy's header values: `RateLimit-Policy` rendered once, `RateLimit` for denials
+/// pre-rendered, and [`PolicyHeaders::render`] for any [`Decision`]. This is the helper for
+/// servers other than tower (pingora, actix): take the values' bytes into your response.
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+/// use tollgate_tower::PolicyHeaders;
+///
+/// let quota = Quota::per_minute(2)?;
+/// let headers = PolicyHeaders::try_new("default", &quota)?;
+/// assert_eq!(headers.policy(), "\"default\";q=2;w=60");
+///
+/// let users = KeyedLimiter::<&str, _>::with_clock(Algorithm::FixedWindow, quota, ManualClock::new())?;
+/// let ok = headers.render(&users.try_acquire(&"ann"));
+/// assert_eq!(ok.ratelimit, "\"default\";r=1;t=60");
+/// assert!(ok.retry_after.is_none());
+/// let _ = users.try_acquire(&"ann");
+/// let no = headers.render(&users.try_acquire(&"ann"));
+/// assert_eq!(no.ratelimit, "\"default\";r=0;t=60");
+/// assert_eq!(no.retry_after.unwrap(), "60");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PolicyHeaders {
+    policy: HeaderValue,
+    /// `"<name>";r=` (the name escaped), the prefix of every `RateLimit` value.
+    prefix: Box<[u8]>,
+    /// `RateLimit` for `r=0`, indexed by `t`.
+    denied: Box<[HeaderValue]>,
+}
+
+/// The header values for one response (see [`PolicyHeaders::render`]).
+///
+/// ```
+/// use http::HeaderMap;
+/// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+/// use tollgate_tower::PolicyHeaders;
+/// let headers = PolicyHeaders::try_new("api", &Quota::per_second(1)?)?;
+/// let bucket = TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new());
+/// let mut map = HeaderMap::new();
+/// headers.render(&bucket.try_acquire()).apply(&mut map);
+/// assert_eq!(map["ratelimit"], "\"api\";r=0;t=1");
+/// assert_eq!(map["ratelimit-policy"], "\"api\";q=1;w=1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RateLimitHeaders {
+    /// `RateLimit-Policy`.
+    pub policy: HeaderValue,
+    /// `RateLimit`.
+    pub ratelimit: HeaderValue,
+    /// `Retry-After`, on a denial that a retry can pass.
+    pub retry_after: Option<HeaderValue>,
+}
+
+impl RateLimitHeaders {
+    /// Inserts the values into `headers` (replacing any values of the same names).
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// # let headers = tollgate_tower::PolicyHeaders::try_new("a", &Quota::per_second(1)?)?;
+    /// # let bucket = TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// let mut map = http::HeaderMap::new();
+    /// headers.render(&bucket.try_acquire()).apply(&mut map);
+    /// assert_eq!(map.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn apply(self, headers: &mut HeaderMap) {
+        headers.insert(RATELIMIT_POLICY, self.policy);
+        headers.insert(RATELIMIT, self.ratelimit);
+        if let Some(r) = self.retry_after {
+            headers.insert(RETRY_AFTER, r);
+        }
+    }
+}
+
+/// `d` in whole seconds, rounded up.
+///
+/// ```
+/// # use std::time::Duration;
+/// assert_eq!(tollgate_tower::ceil_secs(Duration::from_millis(1001)), 2);
+/// assert_eq!(tollgate_tower::ceil_secs(Duration::from_secs(3)), 3);
+/// assert_eq!(tollgate_tower::ceil_secs(Duration::ZERO), 0);
+/// ```
+#[inline]
+pub fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+impl PolicyHeaders {
+    /// The headers of the policy `name` over `quota`.
+    ///
+    /// # Errors
+    /// [`PolicyNameError`] when `name` has a byte outside printable ASCII (`"` and `\` are
+    /// escaped, not refused).
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("say \"hi\"", &Quota::per_hour(7)?)?;
+    /// assert_eq!(h.policy(), r#""say \"hi\"";q=7;w=3600"#);
+    /// let sub = tollgate_tower::PolicyHeaders::try_new("fast", &Quota::new(5, std::time::Duration::from_millis(500))?)?;
+    /// assert_eq!(sub.policy(), "\"fast\";q=5"); // no whole-second window to state
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_new(name: &str, quota: &Quota) -> Result<PolicyHeaders, PolicyNameError> {
+        let mut prefix = Vec::with_capacity(name.len() + 8);
+        prefix.push(b'"');
+        for (at, &byte) in name.as_bytes().iter().enumerate() {
+            if !(0x20..=0x7e).contains(&byte) {
+                return Err(PolicyNameError { byte, at });
+            }
+            if byte == b'"' || byte == b'\\' {
+                prefix.push(b'\\');
+            }
+            prefix.push(byte);
+        }
+        prefix.push(b'"');
+        let mut policy = prefix.clone();
+        policy.extend_from_slice(b";q=");
+        policy.extend_from_slice(itoa::Buffer::new().format(quota.limit()).as_bytes());
+        let period = quota.period();
+        if period.subsec_nanos() == 0 {
+            policy.extend_from_slice(b";w=");
+            policy.extend_from_slice(itoa::Buffer::new().format(period.as_secs()).as_bytes());
+        }
+        prefix.extend_from_slice(b";r=");
+
+        // All denial values in one buffer; each value is a slice of it.
+        let entries = (ceil_secs(period) + 2).min(DENY_TABLE_MAX);
+        let mut buf = Vec::new();
+        let mut ends = Vec::with_capacity(entries as usize);
+        for t in 0..entries {
+            buf.extend_from_slice(&prefix);
+            buf.extend_from_slice(b"0;t=");
+            buf.extend_from_slice(itoa::Buffer::new().format(t).as_bytes());
+            ends.push(buf.len());
+        }
+        let buf = Bytes::from(buf);
+        let mut start = 0;
+        let denied = ends
+            .into_iter()
+            .map(|end| {
+                let v = shared_value(buf.slice(start..end));
+                start = end;
+                v
+            })
+            .collect();
+        Ok(PolicyHeaders {
+            policy: shared_value(Bytes::from(policy)),
+            prefix: prefix.into_boxed_slice(),
+            denied,
+        })
+    }
+
+    /// The `RateLimit-Policy` value.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("x", &Quota::per_second(3)?)?;
+    /// assert_eq!(h.policy(), "\"x\";q=3;w=1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn policy(&self) -> &HeaderValue {
+        &self.policy
+    }
+
+    /// The three header values for `decision` (see the module docs for what each says).
+    /// Allocation-free for a denial with nothing remaining and a wait within the tables.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// let q = Quota::per_second(4)?;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+    /// let b = TokenBucket::with_clock(q, ManualClock::new());
+    /// assert_eq!(h.render(&b.try_acquire_n(3)).ratelimit, "\"default\";r=1;t=1"); // 750 ms up
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn render(&self, decision: &Decision) -> RateLimitHeaders {
+        let (t, retry_after) = match decision.retry_after() {
+            Some(wait) if !decision.is_allowed() => {
+                let secs = ceil_secs(wait);
+                (secs, Some(retry_after_value(secs)))
+            }
+            _ => (ceil_secs(decision.reset_after()), None),
+        };
+        RateLimitHeaders {
+            policy: self.policy.clone(),
+            ratelimit: self.ratelimit(decision.remaining(), t),
+            retry_after,
+        }
+    }
+
+    fn ratelimit(&self, r: u64, t: u64) -> HeaderValue {
+        if r == 0 {
+            if let Some(v) = usize::try_from(t).ok().and_then(|t| self.denied.get(t)) {
+                return v.clone();
+            }
+        }
+        let mut r_buf = itoa::Buffer::new();
+        let mut t_buf = itoa::Buffer::new();
+        let (r, t) = (r_buf.format(r).as_bytes(), t_buf.format(t).as_bytes());
+        let len = self.prefix.len() + r.len() + 3 + t.len();
+        let mut stack = [0u8; 256];
+        let mut heap;
+        let out: &mut [u8] = if len <= stack.len() {
+            &mut stack[..len]
+        } else {
+            heap = vec![0u8; len];
+            &mut heap
+        };
+        let (p, rest) = out.split_at_mut(self.prefix.len());
+        p.copy_from_slice(&self.prefix);
+        let (rr, rest) = rest.split_at_mut(r.len());
+        rr.copy_from_slice(r);
+        let (sep, tt) = rest.split_at_mut(3);
+        sep.copy_from_slice(b";t=");
+        tt.copy_from_slice(t);
+        HeaderValue::from_bytes(out).unwrap_or_else(|_| unreachable_value())
+    }
+}
+
+/// A value made of bytes already checked to be printable ASCII.
+fn shared_value(b: Bytes) -> HeaderValue {
+    HeaderValue::from_maybe_shared(b).unwrap_or_else(|_| unreachable_value())
+}
+
+/// Never reached: every rendered value is printable ASCII (checked names, digits, `";=`).
+#[cold]
+fn unreachable_value() -> HeaderValue {
+    HeaderValue::from_static("\"invalid\"")
+}
+
+/// `Retry-After: secs`, from the static table when `secs < 4096`.
+fn retry_after_value(secs: u64) -> HeaderValue {
+    static TABLE: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        // One string for the whole process, never freed: its slices back `from_static` values,
+        // whose clones copy a pointer (no allocation, no reference count).
+        let mut text = String::new();
+        let mut ends = Vec::with_capacity(RETRY_TABLE as usize);
+        for s in 0..RETRY_TABLE {
+            text.push_str(itoa::Buffer::new().format(s));
+            ends.push(text.len());
+        }
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let mut start = 0;
+        ends.into_iter()
+            .map(|end| {
+                let v = HeaderValue::from_static(&text[start..end]);
+                start = end;
+                v
+            })
+            .collect()
+    });
+    match usize::try_from(secs).ok().and_then(|s| table.get(s)) {
+        Some(v) => v.clone(),
+        None => HeaderValue::from(secs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_up_never_early() {
+        assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_nanos(999_999_999)), 1);
+        assert_eq!(ceil_secs(Duration::new(4, 1)), 5);
+        assert_eq!(retry_after_value(0), "0");
+        assert_eq!(retry_after_value(4095), "4095");
+        assert_eq!(retry_after_value(4096), "4096");
+        assert_eq!(retry_after_value(u64::MAX), "18446744073709551615");
+    }
+
+    #[test]
+    fn table_and_rendered_values_agree() {
+        let h = PolicyHeaders::try_new("p\\q", &Quota::per_second(3).unwrap()).unwrap();
+        assert_eq!(h.denied.len(), 3);
+        for t in 0..6 {
+            assert_eq!(h.ratelimit(0, t), format!("\"p\\\\q\";r=0;t={t}"));
+        }
+        assert_eq!(
+            h.ratelimit(u64::MAX, u64::MAX),
+            format!("\"p\\\\q\";r={0};t={0}", u64::MAX)
+        );
+        let long = "n".repeat(300);
+        let h = PolicyHeaders::try_new(&long, &Quota::per_second(3).unwrap()).unwrap();
+        assert_eq!(h.ratelimit(7, 9), format!("\"{long}\";r=7;t=9"));
+    }
+
+    #[test]
+    fn refuses_unprintable_names() {
+        let q = Quota::per_second(1).unwrap();
+        assert_eq!(
+            PolicyHeaders::try_new("ok\u{e9}", &q).unwrap_err(),
+            PolicyNameError { byte: 0xc3, at: 2 }
+        );
+        assert!(PolicyHeaders::try_new("", &q).is_ok());
+    }
+}

@@ -1,0 +1,549 @@
+//! Key extractors: which client (or route, or plan) a request is counted against.
+//!
+//! A key comes only from what the client cannot choose, unless the extractor says otherwise:
+//! [`PeerIp`] reads the connection's address (never a header); [`TrustedProxy`] reads
+//! `X-Forwarded-For` / `Forwarded` only from a peer inside the configured proxy networks, and
+//! then takes the rightmost hop that is not itself a trusted proxy.
+
+use core::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use http::header::{HeaderName, FORWARDED};
+use http::Request;
+
+use crate::net::{check_prefix, mask, IpNet, NetError};
+
+/// Evaluated at compile time (`from_static` at run time would validate the name per request).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// Picks the key a request is counted against; `None` when the request carries no key (the
+/// layer then answers as its [`MissingKey`](crate::MissingKey) setting says).
+///
+/// Implemented by [`GlobalKey`], [`PeerIp`], [`TrustedProxy`], [`HeaderKey`], `RouteKey`
+/// (with the `axum` feature), [`FnKey`] (any closure, see [`key_fn`]) and pairs of extractors
+/// (`(PeerIp, HeaderKey)` counts each client per API key).
+///
+/// ```
+/// use http::Request;
+/// use tollgate_tower::{KeyExtractor, HeaderKey};
+/// let by_key = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+/// let req = Request::builder().header("x-api-key", "k-42").body(()).unwrap();
+/// assert_eq!(by_key.extract(&req).as_deref(), Some(&b"k-42"[..]));
+/// assert_eq!(by_key.extract(&Request::new(())), None);
+/// ```
+pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
+    /// The key type: what the limiter map is keyed by.
+    type Key: Hash + Eq + Clone + Send + Sync + 'static;
+
+    /// The request's key, or `None` when it has none.
+    fn extract(&self, req: &Request<B>) -> Option<Self::Key>;
+}
+
+/// The connection's peer address, as a request extension. A hyper server inserts it per
+/// connection (see the crate's `proxy` example); axum's `ConnectInfo<SocketAddr>` is read as
+/// well (feature `axum`).
+///
+/// ```
+/// use tollgate_tower::PeerAddr;
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(PeerAddr("192.0.2.1:5000".parse().unwrap()));
+/// assert_eq!(tollgate_tower::peer_addr(&req).unwrap().port(), 5000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// The connection's peer address of `req`: its [`PeerAddr`] extension, else (feature `axum`)
+/// its `ConnectInfo<SocketAddr>`. Never a header.
+///
+/// ```
+/// assert!(tollgate_tower::peer_addr(&http::Request::new(())).is_none());
+/// ```
+pub fn peer_addr<B>(req: &Request<B>) -> Option<SocketAddr> {
+    if let Some(PeerAddr(a)) = req.extensions().get::<PeerAddr>() {
+        return Some(*a);
+    }
+    #[cfg(feature = "axum")]
+    if let Some(axum::extract::ConnectInfo(a)) = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(*a);
+    }
+    None
+}
+
+/// One key for every request: a limit on the whole service.
+///
+/// ```
+/// use tollgate_tower::{GlobalKey, KeyExtractor};
+/// assert_eq!(GlobalKey.extract(&http::Request::new(())), Some(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobalKey;
+
+impl<B> KeyExtractor<B> for GlobalKey {
+    type Key = ();
+    #[inline]
+    fn extract(&self, _: &Request<B>) -> Option<()> {
+        Some(())
+    }
+}
+
+/// How client addresses are grouped into keys: IPv4 addresses by their first `v4` bits (32 by
+/// default: one key per address), IPv6 by their first `v6` bits (64 by default, since one
+/// client is routinely given a whole /64). IPv4-mapped IPv6 addresses count as IPv4.
+///
+/// ```
+/// use tollgate_tower::Grouping;
+/// let g = Grouping::default();
+/// let a = g.key("2001:db8:1:2::1".parse().unwrap());
+/// let b = g.key("2001:db8:1:2:ffff::9".parse().unwrap());
+/// assert_eq!(a, b);
+/// assert_eq!(a.to_string(), "2001:db8:1:2::");
+/// let wide = Grouping::default().try_ipv6_prefix(48)?;
+/// assert_eq!(wide.key("2001:db8:1:2::1".parse().unwrap()).to_string(), "2001:db8:1::");
+/// # Ok::<(), tollgate_tower::NetError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grouping {
+    v4: u8,
+    v6: u8,
+}
+
+impl Default for Grouping {
+    fn default() -> Self {
+        Grouping { v4: 32, v6: 64 }
+    }
+}
+
+impl Grouping {
+    /// Groups IPv6 clients by their first `prefix` bits.
+    ///
+    /// # Errors
+    /// [`NetError::PrefixTooLong`] above 128.
+    ///
+    /// ```
+    /// assert!(tollgate_tower::Grouping::default().try_ipv6_prefix(129).is_err());
+    /// ```
+    pub fn try_ipv6_prefix(mut self, prefix: u8) -> Result<Self, NetError> {
+        self.v6 = check_prefix(prefix, 128)?;
+        Ok(self)
+    }
+
+    /// Groups IPv4 clients by their first `prefix` bits.
+    ///
+    /// # Errors
+    /// [`NetError::PrefixTooLong`] above 32.
+    ///
+    /// ```
+    /// let g = tollgate_tower::Grouping::default().try_ipv4_prefix(24)?;
+    /// assert_eq!(g.key("10.1.2.3".parse().unwrap()).to_string(), "10.1.2.0");
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn try_ipv4_prefix(mut self, prefix: u8) -> Result<Self, NetError> {
+        self.v4 = check_prefix(prefix, 32)?;
+        Ok(self)
+    }
+
+    /// The key of `ip`: the address with its host bits cleared.
+    ///
+    /// ```
+    /// let g = tollgate_tower::Grouping::default();
+    /// assert_eq!(g.key("::ffff:10.0.0.1".parse().unwrap()).to_string(), "10.0.0.1");
+    /// ```
+    #[inline]
+    pub fn key(&self, ip: IpAddr) -> IpAddr {
+        let ip = ip.to_canonical();
+        let prefix = if ip.is_ipv4() { self.v4 } else { self.v6 };
+        mask(ip, prefix)
+    }
+}
+
+/// The connection's peer address (see [`peer_addr`]), grouped by [`Grouping`]. A request
+/// without a peer address has no key.
+///
+/// ```
+/// use tollgate_tower::{KeyExtractor, PeerAddr, PeerIp};
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(PeerAddr("[2001:db8::7]:443".parse().unwrap()));
+/// assert_eq!(PeerIp::default().extract(&req).unwrap().to_string(), "2001:db8::");
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeerIp {
+    grouping: Grouping,
+}
+
+impl PeerIp {
+    /// Peer addresses grouped by `grouping`.
+    ///
+    /// ```
+    /// let g = tollgate_tower::Grouping::default().try_ipv6_prefix(56)?;
+    /// let _ = tollgate_tower::PeerIp::grouped(g);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn grouped(grouping: Grouping) -> Self {
+        PeerIp { grouping }
+    }
+}
+
+impl<B> KeyExtractor<B> for PeerIp {
+    type Key = IpAddr;
+    #[inline]
+    fn extract(&self, req: &Request<B>) -> Option<IpAddr> {
+        peer_addr(req).map(|a| self.grouping.key(a.ip()))
+    }
+}
+
+/// Which header a trusted proxy writes the client chain into.
+///
+/// ```
+/// let _ = tollgate_tower::ForwardedHeader::Forwarded;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for="[2001:db8::1]:80"`.
+    Forwarded,
+}
+
+/// The client behind trusted proxies: the peer address when the peer is not a trusted proxy;
+/// otherwise the rightmost address of the forwarding header that is not itself inside a
+/// trusted network, which is the hop the client cannot forge (every hop to its right was
+/// appended by a proxy you trust). Grouped by [`Grouping`] like [`PeerIp`].
+///
+/// A hop that is not an address (`unknown`, an obfuscated `_name`, garbage) ends the walk at
+/// the trusted proxy to its right: that proxy's address becomes the key. When every hop is a
+/// trusted proxy the leftmost one is the key.
+///
+/// ```
+/// use tollgate_tower::{KeyExtractor, PeerAddr, TrustedProxy};
+/// let xff = TrustedProxy::new(["10.0.0.0/8".parse()?]);
+/// let mut req = http::Request::builder()
+///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9, 10.1.1.1")
+///     .body(())
+///     .unwrap();
+/// req.extensions_mut().insert(PeerAddr("10.0.0.2:4000".parse().unwrap()));
+/// // 6.6.6.6 was written by the client itself; 203.0.113.9 was seen by the proxy 10.1.1.1.
+/// assert_eq!(xff.extract(&req).unwrap().to_string(), "203.0.113.9");
+/// # Ok::<(), tollgate_tower::NetError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct TrustedProxy {
+    trusted: Arc<[IpNet]>,
+    header: ForwardedHeader,
+    grouping: Grouping,
+}
+
+impl TrustedProxy {
+    /// Trusts `X-Forwarded-For` from peers inside `networks`.
+    ///
+    /// ```
+    /// let t = tollgate_tower::TrustedProxy::new(["127.0.0.1/32".parse()?, "::1".parse()?]);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn new(networks: impl IntoIterator<Item = IpNet>) -> Self {
+        TrustedProxy {
+            trusted: networks.into_iter().collect(),
+            header: ForwardedHeader::XForwardedFor,
+            grouping: Grouping::default(),
+        }
+    }
+
+    /// Reads `header` instead of `X-Forwarded-For`.
+    ///
+    /// ```
+    /// use tollgate_tower::{ForwardedHeader, TrustedProxy};
+    /// let t = TrustedProxy::new(["10.0.0.0/8".parse()?]).header(ForwardedHeader::Forwarded);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// Groups client addresses by `grouping` (default: IPv4 /32, IPv6 /64).
+    ///
+    /// ```
+    /// use tollgate_tower::{Grouping, TrustedProxy};
+    /// let t = TrustedProxy::new([]).grouping(Grouping::default().try_ipv6_prefix(56)?);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn grouping(mut self, grouping: Grouping) -> Self {
+        self.grouping = grouping;
+        self
+    }
+
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|n| n.contains(ip))
+    }
+
+    /// The client address for a request from `peer` carrying `req`'s forwarding headers.
+    fn client<B>(&self, peer: IpAddr, req: &Request<B>) -> IpAddr {
+        if !self.is_trusted(peer) {
+            return peer;
+        }
+        let mut nearest = peer;
+        let (name, forwarded) = match self.header {
+            ForwardedHeader::XForwardedFor => (X_FORWARDED_FOR, false),
+            ForwardedHeader::Forwarded => (FORWARDED, true),
+        };
+        // Header lines in order, hops within a line left to right: walk both from the right.
+        for line in req.headers().get_all(name).iter().rev() {
+            let Ok(line) = line.to_str() else {
+                return nearest;
+            };
+            for hop in line.rsplit(',') {
+                let ip = if forwarded {
+                    forwarded_for(hop)
+                } else {
+                    parse_node(hop.trim())
+                };
+                match ip {
+                    Some(ip) if self.is_trusted(ip) => nearest = ip,
+                    Some(ip) => return ip,
+                    None => return nearest,
+                }
+            }
+        }
+        nearest
+    }
+}
+
+impl<B> KeyExtractor<B> for TrustedProxy {
+    type Key = IpAddr;
+    fn extract(&self, req: &Request<B>) -> Option<IpAddr> {
+        let peer = peer_addr(req)?.ip().to_canonical();
+        Some(self.grouping.key(self.client(peer, req)))
+    }
+}
+
+/// The `for=` node of one `Forwarded` element (`for=1.2.3.4;proto=https`).
+fn forwarded_for(element: &str) -> Option<IpAddr> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.trim().split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("for") {
+            return None;
+        }
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value);
+        parse_node(value)
+    })
+}
+
+/// An address with an optional port: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]:80`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Some(rest) = node.strip_prefix('[') {
+        let (ip, _) = rest.split_once(']')?;
+        return ip.parse::<IpAddr>().ok().map(|ip| ip.to_canonical());
+    }
+    let (ip, port) = node.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    ip.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+/// The value of one request header (an API key, a tenant id), as bytes. A request without the
+/// header, or with it twice, has no key.
+///
+/// ```
+/// use tollgate_tower::{HeaderKey, KeyExtractor};
+/// let k = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+/// let twice = http::Request::builder()
+///     .header("x-api-key", "a")
+///     .header("x-api-key", "b")
+///     .body(())
+///     .unwrap();
+/// assert_eq!(k.extract(&twice), None);
+/// ```
+#[derive(Clone, Debug)]
+pub struct HeaderKey {
+    name: HeaderName,
+}
+
+impl HeaderKey {
+    /// Keys requests by the value of `name`.
+    ///
+    /// ```
+    /// let k = tollgate_tower::HeaderKey::new(http::header::AUTHORIZATION);
+    /// ```
+    pub fn new(name: HeaderName) -> Self {
+        HeaderKey { name }
+    }
+}
+
+impl<B> KeyExtractor<B> for HeaderKey {
+    type Key = Box<[u8]>;
+    fn extract(&self, req: &Request<B>) -> Option<Box<[u8]>> {
+        let mut values = req.headers().get_all(&self.name).iter();
+        let value = values.next()?;
+        // Copied, not shared: a shared value would keep the whole read buffer alive in the map.
+        values.next().is_none().then(|| value.as_bytes().into())
+    }
+}
+
+/// The route axum matched (`MatchedPath`, e.g. `/users/{id}`): one key per route, whatever
+/// the path's parameters. Outside a router (or for a path no route matched) there is no key.
+///
+/// ```
+/// use tollgate_tower::{KeyExtractor, RouteKey};
+/// let mut req = http::Request::new(());
+/// assert_eq!(RouteKey.extract(&req), None);
+/// ```
+#[cfg(feature = "axum")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RouteKey;
+
+#[cfg(feature = "axum")]
+impl<B> KeyExtractor<B> for RouteKey {
+    type Key = Box<str>;
+    fn extract(&self, req: &Request<B>) -> Option<Box<str>> {
+        req.extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map(|p| p.as_str().into())
+    }
+}
+
+/// A closure as an extractor (see [`key_fn`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FnKey<F>(F);
+
+/// Any closure `Fn(&Request<B>) -> Option<K>` as a [`KeyExtractor`].
+///
+/// ```
+/// use tollgate_tower::{key_fn, KeyExtractor};
+/// let by_tenant = key_fn(|req: &http::Request<()>| {
+///     req.uri().path().split('/').nth(1).map(str::to_owned)
+/// });
+/// let req = http::Request::builder().uri("/acme/items").body(()).unwrap();
+/// assert_eq!(by_tenant.extract(&req).as_deref(), Some("acme"));
+/// ```
+pub fn key_fn<F>(f: F) -> FnKey<F> {
+    FnKey(f)
+}
+
+impl<B, K, F> KeyExtractor<B> for FnKey<F>
+where
+    F: Fn(&Request<B>) -> Option<K> + Clone + Send + Sync + 'static,
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Key = K;
+    #[inline]
+    fn extract(&self, req: &Request<B>) -> Option<K> {
+        (self.0)(req)
+    }
+}
+
+impl<B, X, Y> KeyExtractor<B> for (X, Y)
+where
+    X: KeyExtractor<B>,
+    Y: KeyExtractor<B>,
+{
+    type Key = (X::Key, Y::Key);
+    #[inline]
+    fn extract(&self, req: &Request<B>) -> Option<Self::Key> {
+        Some((self.0.extract(req)?, self.1.extract(req)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(peer: &str, header: &str, values: &[&str]) -> Request<()> {
+        let mut b = Request::builder();
+        for v in values {
+            b = b.header(header, *v);
+        }
+        let mut r = b.body(()).unwrap();
+        r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+        r
+    }
+
+    fn proxies() -> TrustedProxy {
+        TrustedProxy::new(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()])
+    }
+
+    fn key(x: &TrustedProxy, r: &Request<()>) -> String {
+        x.extract(r).unwrap().to_string()
+    }
+
+    #[test]
+    fn untrusted_peer_ignores_the_header() {
+        let r = req("198.51.100.7:1", "x-forwarded-for", &["1.1.1.1"]);
+        assert_eq!(key(&proxies(), &r), "198.51.100.7");
+    }
+
+    #[test]
+    fn rightmost_untrusted_hop_across_lines() {
+        let r = req(
+            "10.0.0.1:1",
+            "x-forwarded-for",
+            &["9.9.9.9, 203.0.113.5", "10.2.2.2 , [fd00::3]:8080"],
+        );
+        assert_eq!(key(&proxies(), &r), "203.0.113.5");
+        let r = req("10.0.0.1:1", "x-forwarded-for", &["203.0.113.5:4444"]);
+        assert_eq!(key(&proxies(), &r), "203.0.113.5");
+    }
+
+    #[test]
+    fn garbage_or_all_trusted_ends_at_the_nearest_proxy() {
+        let r = req(
+            "10.0.0.1:1",
+            "x-forwarded-for",
+            &["1.1.1.1, bogus, 10.3.3.3"],
+        );
+        assert_eq!(key(&proxies(), &r), "10.3.3.3");
+        let r = req("10.0.0.1:1", "x-forwarded-for", &["10.4.4.4, 10.3.3.3"]);
+        assert_eq!(key(&proxies(), &r), "10.4.4.4");
+        let r = req("10.0.0.1:1", "x-forwarded-for", &[]);
+        assert_eq!(key(&proxies(), &r), "10.0.0.1");
+    }
+
+    #[test]
+    fn forwarded_header_nodes() {
+        let x = proxies().header(ForwardedHeader::Forwarded);
+        let r = req(
+            "10.0.0.1:1",
+            "forwarded",
+            &["for=6.6.6.6, For=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.9.9.9"],
+        );
+        assert_eq!(key(&x, &r), "2001:db8:cafe::");
+        let r = req("10.0.0.1:1", "forwarded", &["for=unknown;by=10.0.0.1"]);
+        assert_eq!(key(&x, &r), "10.0.0.1");
+        // X-Forwarded-For is not read when Forwarded is configured.
+        let r = req("10.0.0.1:1", "x-forwarded-for", &["7.7.7.7"]);
+        assert_eq!(key(&x, &r), "10.0.0.1");
+    }
+
+    #[test]
+    fn mapped_peer_is_ipv4() {
+        let r = req(
+            "[::ffff:10.0.0.1]:1",
+            "x-forwarded-for",
+            &["::ffff:192.0.2.1"],
+        );
+        assert_eq!(key(&proxies(), &r), "192.0.2.1");
+    }
+
+    #[test]
+    fn pair_needs_both_keys() {
+        let x = (
+            PeerIp::default(),
+            HeaderKey::new(HeaderName::from_static("x-k")),
+        );
+        let r = req("192.0.2.1:1", "x-k", &["v"]);
+        assert_eq!(
+            x.extract(&r),
+            Some(("192.0.2.1".parse().unwrap(), b"v"[..].into()))
+        );
+        assert_eq!(x.extract(&req("192.0.2.1:1", "x-other", &["v"])), None);
+    }
+}

@@ -1,0 +1,821 @@
+//! [`RateLimitLayer`] and its service [`RateLimit`]: per-key limits in front of any tower
+//! service taking `http::Request<B>` and answering `http::Response<R>` with `R: Default`.
+//!
+//! Per request: skip exempt methods (`OPTIONS` by default); pick the policy (the longest
+//! matching route prefix, else the default); extract the key; ask the policy's backend for
+//! `cost` units. An admission calls the inner service (adding the headers if configured); a
+//! denial answers at once with `429` (gRPC: `grpc-status: 8`, `RESOURCE_EXHAUSTED`) and an
+//! empty body. Nothing returns `Pending` to hold a request back, and nothing closes the
+//! connection: keep-alive is the server's, as for any other response.
+//!
+//! The layer's state (extractor, backends, pre-rendered headers, counters) sits behind one
+//! `Arc`: every clone of the layer or service shares the same limits, unlike
+//! `tower::limit::RateLimit`, whose per-clone state lets a cloned service pass its limit many
+//! times over.
+
+use core::fmt;
+use core::future::Future;
+use core::mem;
+use core::pin::Pin;
+use core::sync::atomic::{AtomicU64, Ordering};
+use core::task::{Context, Poll, Waker};
+use std::sync::Arc;
+
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderName, Method, Request, Response, StatusCode};
+use tollgate::Decision;
+use tower::{Layer, Service};
+
+use crate::backend::Backend;
+use crate::headers::{PolicyHeaders, PolicyNameError, RateLimitHeaders};
+use crate::key::KeyExtractor;
+
+/// When the `RateLimit` / `RateLimit-Policy` headers are sent.
+///
+/// ```
+/// use tollgate_tower::HeaderMode;
+/// assert_eq!(HeaderMode::default(), HeaderMode::Always);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeaderMode {
+    /// On every counted response (the default).
+    #[default]
+    Always,
+    /// Only on denials (429 / `RESOURCE_EXHAUSTED`): admissions stay untouched.
+    DenyOnly,
+    /// Never (`Retry-After` is still sent on a denial).
+    Never,
+}
+
+/// What a request without a key gets (see [`KeyExtractor`]).
+///
+/// The default is `Reject(500)`: a missing key means the server is set up wrong (for instance
+/// a peer-address extractor without the connection's address), and a loud error finds that
+/// sooner than a silent pass. Such requests are counted in [`Stats::missing_key`].
+///
+/// ```
+/// use tollgate_tower::MissingKey;
+/// let shared: MissingKey<std::net::IpAddr> = MissingKey::Shared("0.0.0.0".parse().unwrap());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MissingKey<K> {
+    /// Answer with this status (gRPC: `INTERNAL`) and an empty body.
+    Reject(StatusCode),
+    /// Let the request through uncounted.
+    Allow,
+    /// Count it against this one key: all keyless requests share a bucket.
+    Shared(K),
+}
+
+/// What a request gets when the backend cannot decide (an unreachable store, a timeout).
+///
+/// ```
+/// assert_eq!(tollgate_tower::OnError::default(), tollgate_tower::OnError::Reject(http::StatusCode::SERVICE_UNAVAILABLE));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    /// Fail closed: answer with this status (gRPC: `UNAVAILABLE`). The default, `503`.
+    Reject(StatusCode),
+    /// Fail open: let the request through uncounted.
+    Allow,
+}
+
+impl Default for OnError {
+    fn default() -> Self {
+        OnError::Reject(StatusCode::SERVICE_UNAVAILABLE)
+    }
+}
+
+/// Counters shared by every clone of one layer. Admissions are not counted (that would put
+/// a shared write on every request); everything else is.
+///
+/// ```
+/// use tollgate::{Algorithm, Quota};
+/// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+/// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?);
+/// assert_eq!(layer.stats().denied(), 0);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Stats {
+    denied: AtomicU64,
+    shadow_denied: AtomicU64,
+    missing_key: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Stats {
+    /// Requests answered with a denial.
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::Stats::default().denied(), 0);
+    /// ```
+    pub fn denied(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Requests a shadow-mode layer let through that it would have denied.
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::Stats::default().shadow_denied(), 0);
+    /// ```
+    pub fn shadow_denied(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.shadow_denied.load(Ordering::Relaxed)
+    }
+
+    /// Requests without a key (whatever [`MissingKey`] then did with them).
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::Stats::default().missing_key(), 0);
+    /// ```
+    pub fn missing_key(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.missing_key.load(Ordering::Relaxed)
+    }
+
+    /// Requests the backend could not decide (whatever [`OnError`] then did with them).
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::Stats::default().errors(), 0);
+    /// ```
+    pub fn errors(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    fn bump(counter: &AtomicU64) {
+        // Relaxed: an independent counter; readers need no ordering with other memory.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The cost of a request in units of its quota (see [`RateLimitLayer::cost`]).
+type CostFn = dyn Fn(&http::request::Parts) -> u64 + Send + Sync;
+
+struct Policy<Bk> {
+    /// `None` for the default policy.
+    prefix: Option<Box<str>>,
+    backend: Arc<Bk>,
+    headers: PolicyHeaders,
+}
+
+impl<Bk> Clone for Policy<Bk> {
+    fn clone(&self) -> Self {
+        Policy {
+            prefix: self.prefix.clone(),
+            backend: Arc::clone(&self.backend),
+            headers: self.headers.clone(),
+        }
+    }
+}
+
+struct Config<X, Bk: Backend> {
+    extractor: X,
+    /// Route policies, longest prefix first, then the default policy last.
+    policies: Vec<Policy<Bk>>,
+    header_mode: HeaderMode,
+    missing: MissingKey<Bk::Key>,
+    on_error: OnError,
+    exceeds: StatusCode,
+    shadow: bool,
+    exempt: Vec<Method>,
+    cost: Option<Arc<CostFn>>,
+    stats: Arc<Stats>,
+}
+
+impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
+    fn clone(&self) -> Self {
+        Config {
+            extractor: self.extractor.clone(),
+            policies: self.policies.clone(),
+            header_mode: self.header_mode,
+            missing: self.missing.clone(),
+            on_error: self.on_error,
+            exceeds: self.exceeds,
+            shadow: self.shadow,
+            exempt: self.exempt.clone(),
+            cost: self.cost.clone(),
+            stats: Arc::clone(&self.stats),
+        }
+    }
+}
+
+/// A tower [`Layer`] limiting requests per key; its service is [`RateLimit`].
+///
+/// Every service the layer makes, and every clone of it, shares the layer's backends. A
+/// setting changed on a clone of a layer changes that clone only; the backends stay shared.
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use tollgate::{Algorithm, Quota};
+/// use tollgate_tower::{LocalBackend, PeerIp, RateLimitLayer};
+///
+/// let per_client = LocalBackend::try_new(Algorithm::TokenBucket, Quota::per_second(10)?.with_burst(20)?)?;
+/// let app: Router = Router::new()
+///     .route("/", get(|| async { "hello" }))
+///     .layer(RateLimitLayer::new(PeerIp::default(), per_client));
+/// // Serve with `app.into_make_service_with_connect_info::<std::net::SocketAddr>()` so
+/// // `PeerIp` sees each connection's address.
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub struct RateLimitLayer<X, Bk: Backend> {
+    config: Arc<Config<X, Bk>>,
+}
+
+impl<X, Bk: Backend> Clone for RateLimitLayer<X, Bk> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<X, Bk: Backend> fmt::Debug for RateLimitLayer<X, Bk> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("policies", &self.config.policies.len())
+            .field("header_mode", &self.config.header_mode)
+            .field("shadow", &self.config.shadow)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
+    /// Limits every request by the key `extractor` picks, against `backend`'s quota, under the
+    /// policy name `"default"`. Defaults: headers on every response, `OPTIONS` not counted,
+    /// cost 1, a keyless request gets `500`, a backend error `503`.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota};
+    /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1000)?)?);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(extractor: X, backend: Bk) -> Self {
+        let quota = backend.quota();
+        let headers = match PolicyHeaders::try_new("default", &quota) {
+            Ok(h) => h,
+            Err(_) => unreachable!("\"default\" is printable ASCII"),
+        };
+        RateLimitLayer {
+            config: Arc::new(Config {
+                extractor,
+                policies: vec![Policy {
+                    prefix: None,
+                    backend: Arc::new(backend),
+                    headers,
+                }],
+                header_mode: HeaderMode::Always,
+                missing: MissingKey::Reject(StatusCode::INTERNAL_SERVER_ERROR),
+                on_error: OnError::default(),
+                exceeds: StatusCode::TOO_MANY_REQUESTS,
+                shadow: false,
+                exempt: vec![Method::OPTIONS],
+                cost: None,
+                stats: Arc::new(Stats::default()),
+            }),
+        }
+    }
+
+    fn config(&mut self) -> &mut Config<X, Bk> {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Names the default policy in the headers (an sf-string, default `"default"`).
+    ///
+    /// # Errors
+    /// [`PolicyNameError`] for a byte outside printable ASCII.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota};
+    /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .try_policy_name("free")?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_policy_name(mut self, name: &str) -> Result<Self, PolicyNameError> {
+        let config = self.config();
+        let default = config
+            .policies
+            .last_mut()
+            .expect("the default policy is always last");
+        default.headers = PolicyHeaders::try_new(name, &default.backend.quota())?;
+        Ok(self)
+    }
+
+    /// Requests whose path is `prefix` or lies below it (`/upload` matches `/upload` and
+    /// `/upload/x`, not `/uploads`) are limited by `backend` under the policy `name`: one
+    /// quota per route or plan. The longest matching prefix wins; other paths use the default.
+    ///
+    /// # Errors
+    /// [`PolicyNameError`] for a byte outside printable ASCII in `name`.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Quota};
+    /// use tollgate_tower::{LocalBackend, PeerIp, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(50)?)?)
+    ///     .try_route("/login", "login", LocalBackend::try_new(Algorithm::SlidingLog, Quota::per_minute(5)?)?)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_route(
+        mut self,
+        prefix: &str,
+        name: &str,
+        backend: Bk,
+    ) -> Result<Self, PolicyNameError> {
+        let headers = PolicyHeaders::try_new(name, &backend.quota())?;
+        let policy = Policy {
+            prefix: Some(prefix.trim_end_matches('/').into()),
+            backend: Arc::new(backend),
+            headers,
+        };
+        let policies = &mut self.config().policies;
+        policies.push(policy);
+        // Longest prefix first; the default (no prefix, length -1) stays last.
+        policies.sort_by_key(|p| {
+            core::cmp::Reverse(p.prefix.as_ref().map_or(-1, |s| s.len() as isize))
+        });
+        Ok(self)
+    }
+
+    /// When the rate-limit headers are sent (default [`HeaderMode::Always`]).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, HeaderMode};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .headers(HeaderMode::DenyOnly);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn headers(mut self, mode: HeaderMode) -> Self {
+        self.config().header_mode = mode;
+        self
+    }
+
+    /// What a keyless request gets (default `MissingKey::Reject(500)`).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer, MissingKey};
+    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .on_missing_key(MissingKey::Shared("0.0.0.0".parse().unwrap()));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn on_missing_key(mut self, answer: MissingKey<Bk::Key>) -> Self {
+        self.config().missing = answer;
+        self
+    }
+
+    /// What a request gets when the backend fails (default `OnError::Reject(503)`).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, OnError};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .on_error(OnError::Allow);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn on_error(mut self, answer: OnError) -> Self {
+        self.config().on_error = answer;
+        self
+    }
+
+    /// The status for a request whose cost exceeds what the quota can ever allow (default
+    /// `429`, sent without `Retry-After` since no wait helps; `413` is the other usual pick).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .exceeds_capacity_status(http::StatusCode::PAYLOAD_TOO_LARGE);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn exceeds_capacity_status(mut self, status: StatusCode) -> Self {
+        self.config().exceeds = status;
+        self
+    }
+
+    /// Shadow mode: never deny; send the headers as if limiting, and count what would have
+    /// been denied in [`Stats::shadow_denied`]. For trying a limit on live traffic.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .shadow(true);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.config().shadow = on;
+        self
+    }
+
+    /// Methods that pass uncounted and without headers (default: `OPTIONS`, so CORS
+    /// preflights do not eat the quota). Replaces the list.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// use http::Method;
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .exempt_methods([Method::OPTIONS, Method::HEAD]);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn exempt_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.config().exempt = methods.into_iter().collect();
+        self
+    }
+
+    /// A request's cost in units of the quota (default 1), e.g. by its declared body size
+    /// ([`content_length_cost`]). A cost above the quota's capacity is refused with
+    /// [`RateLimitLayer::exceeds_capacity_status`].
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// // A quota of 1 MiB per second, counted in KiB.
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1024)?)?)
+    ///     .cost(|parts| tollgate_tower::content_length_cost(parts).div_ceil(1024).max(1));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn cost(
+        mut self,
+        f: impl Fn(&http::request::Parts) -> u64 + Send + Sync + 'static,
+    ) -> Self {
+        self.config().cost = Some(Arc::new(f));
+        self
+    }
+
+    /// The counters shared by this layer and all its services.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?);
+    /// let stats = layer.stats();
+    /// assert_eq!(stats.errors(), 0);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.config.stats)
+    }
+}
+
+/// The request's `Content-Length` in bytes, 0 when absent or unreadable: a cost function for
+/// byte quotas (see [`RateLimitLayer::cost`]). A missing length is cost 0 here; combine with
+/// `.max(1)` to count every request.
+///
+/// ```
+/// let (parts, ()) = http::Request::builder().header("content-length", "2048").body(()).unwrap().into_parts();
+/// assert_eq!(tollgate_tower::content_length_cost(&parts), 2048);
+/// ```
+pub fn content_length_cost(parts: &http::request::Parts) -> u64 {
+    parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl<S, X: Clone, Bk: Backend> Layer<S> for RateLimitLayer<X, Bk> {
+    type Service = RateLimit<S, X, Bk>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around `S`. `Clone`; clones share all limits.
+///
+/// ```
+/// use tollgate::{Algorithm, ManualClock, Quota};
+/// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let backend = LocalBackend::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+/// let hello = tower::service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+/// });
+/// let mut svc = RateLimitLayer::new(GlobalKey, backend).layer(hello);
+/// let first = svc.ready().await?.call(http::Request::new(())).await?;
+/// let second = svc.ready().await?.call(http::Request::new(())).await?;
+/// assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 429));
+/// assert_eq!(second.headers()["retry-after"], "1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct RateLimit<S, X, Bk: Backend> {
+    inner: S,
+    config: Arc<Config<X, Bk>>,
+}
+
+impl<S: Clone, X, Bk: Backend> Clone for RateLimit<S, X, Bk> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+impl<S: fmt::Debug, X, Bk: Backend> fmt::Debug for RateLimit<S, X, Bk> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one request before the inner service runs.
+enum Verdict<R> {
+    /// Call the inner service, adding these headers to its response.
+    Pass(Option<RateLimitHeaders>),
+    /// Answer with this response.
+    Answer(Response<R>),
+}
+
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+
+fn is_grpc<B>(req: &Request<B>) -> bool {
+    req.headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// An empty-bodied answer: `status` for HTTP, a trailers-only gRPC status for gRPC.
+fn answer<R: Default>(
+    grpc: bool,
+    status: StatusCode,
+    grpc_code: &'static str,
+    message: &'static str,
+) -> Response<R> {
+    let mut res = Response::new(R::default());
+    if grpc {
+        let h = res.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        h.insert(GRPC_STATUS, HeaderValue::from_static(grpc_code));
+        h.insert(GRPC_MESSAGE, HeaderValue::from_static(message));
+    } else {
+        *res.status_mut() = status;
+    }
+    res
+}
+
+impl<X, Bk: Backend> Config<X, Bk> {
+    fn policy(&self, path: &str) -> usize {
+        self.policies
+            .iter()
+            .position(|p| match &p.prefix {
+                None => true,
+                Some(prefix) => path
+                    .strip_prefix(&**prefix)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+            })
+            .unwrap_or(self.policies.len() - 1)
+    }
+
+    /// What the backend's answer (or failure) means for this request.
+    fn verdict<R: Default, E>(
+        &self,
+        policy: usize,
+        grpc: bool,
+        result: Result<Decision, E>,
+    ) -> Verdict<R> {
+        let decision = match result {
+            Ok(d) => d,
+            Err(_) => {
+                Stats::bump(&self.stats.errors);
+                return match self.on_error {
+                    OnError::Allow => Verdict::Pass(None),
+                    OnError::Reject(status) => {
+                        Verdict::Answer(answer(grpc, status, "14", "rate limiter unavailable"))
+                    }
+                };
+            }
+        };
+        let headers = &self.policies[policy].headers;
+        if decision.is_allowed() {
+            return Verdict::Pass(match self.header_mode {
+                HeaderMode::Always => Some(headers.render(&decision)),
+                HeaderMode::DenyOnly | HeaderMode::Never => None,
+            });
+        }
+        let mut rendered = headers.render(&decision);
+        if self.shadow {
+            Stats::bump(&self.stats.shadow_denied);
+            rendered.retry_after = None;
+            return Verdict::Pass((self.header_mode != HeaderMode::Never).then_some(rendered));
+        }
+        Stats::bump(&self.stats.denied);
+        let status = if decision.exceeds_capacity() {
+            self.exceeds
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        let mut res = answer(grpc, status, "8", "rate limit exceeded");
+        if self.header_mode == HeaderMode::Never {
+            if let Some(r) = rendered.retry_after {
+                res.headers_mut().insert(http::header::RETRY_AFTER, r);
+            }
+        } else {
+            rendered.apply(res.headers_mut());
+        }
+        Verdict::Answer(res)
+    }
+}
+
+impl<S, X, Bk, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S, X, Bk>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    X: KeyExtractor<ReqB, Key = Bk::Key>,
+    Bk: Backend,
+    ResB: Default,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqB, X, Bk>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let config = &*self.config;
+        if config.exempt.contains(req.method()) {
+            return ResponseFuture::inner(self.inner.call(req), None);
+        }
+        let grpc = is_grpc(&req);
+        let key = match config.extractor.extract(&req) {
+            Some(key) => key,
+            None => {
+                Stats::bump(&config.stats.missing_key);
+                match &config.missing {
+                    MissingKey::Allow => return ResponseFuture::inner(self.inner.call(req), None),
+                    MissingKey::Reject(status) => {
+                        return ResponseFuture::answer(answer(
+                            grpc,
+                            *status,
+                            "13",
+                            "no rate-limit key",
+                        ))
+                    }
+                    MissingKey::Shared(key) => key.clone(),
+                }
+            }
+        };
+        let (req, cost) = match &config.cost {
+            None => (req, 1),
+            Some(f) => {
+                let (parts, body) = req.into_parts();
+                let cost = f(&parts);
+                (Request::from_parts(parts, body), cost)
+            }
+        };
+        let policy = config.policy(req.uri().path());
+        let mut decision = config.policies[policy].backend.try_acquire(&key, cost);
+        // An in-process backend is ready now: decide without a wake-up or a service clone.
+        match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(result) => match config.verdict(policy, grpc, result) {
+                Verdict::Pass(headers) => ResponseFuture::inner(self.inner.call(req), headers),
+                Verdict::Answer(res) => ResponseFuture::answer(res),
+            },
+            Poll::Pending => {
+                // The ready service goes into the future; this one keeps a fresh clone.
+                let clone = self.inner.clone();
+                let ready = mem::replace(&mut self.inner, clone);
+                ResponseFuture {
+                    state: State::Deciding {
+                        decision,
+                        // Boxed: only remote decisions wait, and a small future is cheaper to
+                        // move on every other request.
+                        waiting: Some(Box::new(Waiting {
+                            req,
+                            service: ready,
+                            config: Arc::clone(&self.config),
+                            policy,
+                            grpc,
+                        })),
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// A request waiting for an asynchronous backend's decision.
+struct Waiting<S, ReqB, X, Bk: Backend> {
+    req: Request<ReqB>,
+    service: S,
+    config: Arc<Config<X, Bk>>,
+    policy: usize,
+    grpc: bool,
+}
+
+pin_project_lite::pin_project! {
+    /// The response future of [`RateLimit`].
+    pub struct ResponseFuture<S, ReqB, X, Bk>
+    where
+        S: Service<Request<ReqB>>,
+        Bk: Backend,
+    {
+        #[pin]
+        state: State<S, ReqB, X, Bk>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqB, X, Bk>
+    where
+        S: Service<Request<ReqB>>,
+        Bk: Backend,
+    {
+        Inner { #[pin] future: S::Future, headers: Option<RateLimitHeaders> },
+        Answer { response: Option<S::Response> },
+        Deciding { decision: Bk::Future, waiting: Option<Box<Waiting<S, ReqB, X, Bk>>> },
+    }
+}
+
+impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> ResponseFuture<S, ReqB, X, Bk> {
+    fn inner(future: S::Future, headers: Option<RateLimitHeaders>) -> Self {
+        ResponseFuture {
+            state: State::Inner { future, headers },
+        }
+    }
+
+    fn answer(response: S::Response) -> Self {
+        ResponseFuture {
+            state: State::Answer {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> fmt::Debug
+    for ResponseFuture<S, ReqB, X, Bk>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, ReqB, X, Bk, ResB> Future for ResponseFuture<S, ReqB, X, Bk>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    Bk: Backend,
+    ResB: Default,
+{
+    type Output = Result<Response<ResB>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Inner { future, headers } => {
+                    let mut res = match future.poll(cx) {
+                        Poll::Ready(Ok(res)) => res,
+                        other => return other,
+                    };
+                    if let Some(h) = headers.take() {
+                        h.apply(res.headers_mut());
+                    }
+                    return Poll::Ready(Ok(res));
+                }
+                StateProj::Answer { response } => {
+                    let res = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(res));
+                }
+                StateProj::Deciding { decision, waiting } => {
+                    let result = match Pin::new(decision).poll(cx) {
+                        Poll::Ready(r) => r,
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let w = *waiting.take().expect("polled after completion");
+                    let next = match w.config.verdict(w.policy, w.grpc, result) {
+                        Verdict::Pass(headers) => {
+                            let mut service = w.service;
+                            State::Inner {
+                                future: service.call(w.req),
+                                headers,
+                            }
+                        }
+                        Verdict::Answer(res) => State::Answer {
+                            response: Some(res),
+                        },
+                    };
+                    this.state.set(next);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! # tollgate-tower
+//!
+//! Per-client rate limits for [tower] services — axum routers, hyper 1 servers, tonic — on
+//! tollgate's lock-free limiters, answering with the IETF `RateLimit` / `RateLimit-Policy`
+//! headers (draft-ietf-httpapi-ratelimit-headers) and `Retry-After`.
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use tollgate::{Algorithm, Quota};
+//! use tollgate_tower::{LocalBackend, RateLimitLayer, TrustedProxy};
+//!
+//! // 100 requests per minute per client, behind a load balancer in 10.0.0.0/8.
+//! let clients = LocalBackend::try_new(Algorithm::SlidingWindow, Quota::per_minute(100)?)?;
+//! let layer = RateLimitLayer::new(TrustedProxy::new(["10.0.0.0/8".parse()?]), clients);
+//! let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! - [`RateLimitLayer`] / [`RateLimit`]: one shared state behind an `Arc` for every clone; a
+//!   denial is an immediate `429` (gRPC: `RESOURCE_EXHAUSTED`), never a `Pending` that holds
+//!   the connection; per-route policies, a cost function, exempt methods, shadow mode.
+//! - Keys ([`KeyExtractor`]): [`GlobalKey`], [`PeerIp`], [`TrustedProxy`] (rightmost
+//!   untrusted hop of `X-Forwarded-For` / `Forwarded`, only from trusted peers), IPv6 grouped
+//!   per /64 by default ([`Grouping`]), [`HeaderKey`], `RouteKey` (axum), closures
+//!   ([`key_fn`]) and pairs.
+//! - Decisions from a [`Backend`]: [`LocalBackend`] in process; the trait's future also fits
+//!   a remote store.
+//! - [`PolicyHeaders`]: the header values from a [`tollgate::Decision`], for other servers.
+#![warn(missing_docs)]
+
+mod backend;
+mod headers;
+mod key;
+mod layer;
+mod net;
+
+pub use backend::{Backend, LocalBackend};
+pub use headers::{
+    ceil_secs, PolicyHeaders, PolicyNameError, RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
+};
+#[cfg(feature = "axum")]
+pub use key::RouteKey;
+pub use key::{
+    key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyExtractor,
+    PeerAddr, PeerIp, TrustedProxy,
+};
+pub use layer::{
+    content_length_cost, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
+    ResponseFuture, Stats,
+};
+pub use net::{IpNet, NetError};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,460 @@
+//! The layer on real loopback servers (hyper, axum, tonic) with real clients, time from a
+//! `ManualClock`.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::{Algorithm, ManualClock, Quota};
+use tollgate_tower::{
+    GlobalKey, HeaderMode, LocalBackend, MissingKey, PeerAddr, PeerIp, RateLimitLayer, RouteKey,
+    TrustedProxy,
+};
+use tower::{Layer, ServiceBuilder};
+
+type Body = Full<Bytes>;
+
+const V4: &str = "127.0.0.1:0";
+
+/// Serves `layer` around a hello service on `bind`, HTTP/1 with keep-alive; `None` when the
+/// address cannot be bound. With `peer`, each request carries its connection's address as a
+/// `PeerAddr` extension.
+async fn serve_at<L>(bind: &str, layer: L, peer: bool) -> Option<SocketAddr>
+where
+    L: Layer<tower::util::BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>>
+        + Send
+        + 'static,
+    L::Service: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    <L::Service as tower::Service<Request<Incoming>>>::Future: Send,
+{
+    let hello =
+        tower::util::BoxCloneSyncService::new(tower::service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+        }));
+    let svc = layer.layer(hello);
+    let listener = TcpListener::bind(bind).await.ok()?;
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, from) = listener.accept().await.unwrap();
+            let svc = ServiceBuilder::new()
+                .map_request(move |mut req: Request<Incoming>| {
+                    if peer {
+                        req.extensions_mut().insert(PeerAddr(from));
+                    }
+                    req
+                })
+                .service(svc.clone());
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
+                    .await;
+            });
+        }
+    });
+    Some(addr)
+}
+
+/// One client connection: every request of a test goes over it (keep-alive).
+async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+struct Got {
+    status: StatusCode,
+    headers: http::HeaderMap,
+}
+
+impl Got {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+}
+
+async fn get(client: &mut SendRequest<Empty<Bytes>>, xff: Option<&str>) -> Got {
+    send(client, Method::GET, "/", xff).await
+}
+
+async fn send(
+    client: &mut SendRequest<Empty<Bytes>>,
+    method: Method,
+    path: &str,
+    xff: Option<&str>,
+) -> Got {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "test");
+    if let Some(xff) = xff {
+        req = req.header("x-forwarded-for", xff);
+    }
+    client.ready().await.expect("the connection stays open");
+    let res = client
+        .send_request(req.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = res.into_parts();
+    body.collect().await.unwrap();
+    Got {
+        status: parts.status,
+        headers: parts.headers,
+    }
+}
+
+fn local<K: std::hash::Hash + Eq>(
+    quota: Quota,
+    clock: &ManualClock,
+) -> LocalBackend<K, ManualClock> {
+    LocalBackend::try_with_clock(Algorithm::TokenBucket, quota, clock.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn exact_headers_429_after_burst_and_retry_after_honoured() {
+    let clock = ManualClock::new();
+    // 2 per 3 s: one token every 1.5 s, so waits are not whole seconds.
+    let quota = Quota::new(2, Duration::from_secs(3)).unwrap();
+    let addr = serve_at(
+        V4,
+        RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(quota, &clock)),
+        true,
+    )
+    .await
+    .unwrap();
+    let mut c = connect(addr).await;
+
+    let first = get(&mut c, None).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"default\";q=2;w=3")
+    );
+    assert_eq!(first.header("ratelimit"), Some("\"default\";r=1;t=2")); // full in 1.5 s
+    assert_eq!(first.header("retry-after"), None);
+    let second = get(&mut c, None).await;
+    assert_eq!(second.header("ratelimit"), Some("\"default\";r=0;t=3"));
+
+    let denied = get(&mut c, None).await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.header("retry-after"), Some("2")); // 1.5 s, rounded up
+    assert_eq!(denied.header("ratelimit"), Some("\"default\";r=0;t=2"));
+    assert_eq!(
+        denied.header("ratelimit-policy"),
+        Some("\"default\";q=2;w=3")
+    );
+
+    // Waiting the floor (1 s) is too early; waiting Retry-After passes, on the same connection.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        get(&mut c, None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    clock.advance(Duration::from_secs(1));
+    let passed = get(&mut c, None).await;
+    assert_eq!(passed.status, StatusCode::OK);
+    assert_eq!(passed.header("ratelimit"), Some("\"default\";r=0;t=3"));
+}
+
+#[tokio::test]
+async fn many_denials_keep_the_connection_and_count() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        GlobalKey,
+        local::<()>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let stats = layer.stats();
+    let addr = serve_at(V4, layer, false).await.unwrap();
+    let mut c = connect(addr).await;
+    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+    for _ in 0..50 {
+        assert_eq!(
+            get(&mut c, None).await.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    assert_eq!(stats.denied(), 50);
+}
+
+fn trusting(nets: &[&str]) -> TrustedProxy {
+    TrustedProxy::new(nets.iter().map(|n| n.parse().unwrap()))
+}
+
+#[tokio::test]
+async fn forged_xff_from_untrusted_peer_does_not_change_the_key() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        trusting(&["10.0.0.0/8"]),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let addr = serve_at(V4, layer, true).await.unwrap();
+    let mut c = connect(addr).await;
+    assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&mut c, Some("2.2.2.2")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get(&mut c, None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn trusted_proxy_header_sets_the_key_rightmost_untrusted_hop() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        trusting(&["127.0.0.0/8", "10.0.0.0/8"]),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let addr = serve_at(V4, layer, true).await.unwrap();
+    let mut c = connect(addr).await;
+    assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&mut c, Some("2.2.2.2, 10.0.0.5")).await.status,
+        StatusCode::OK
+    );
+    // A client prepending a fresh address to its own hop is still 1.1.1.1.
+    assert_eq!(
+        get(&mut c, Some("9.9.9.9, 1.1.1.1")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get(&mut c, Some("8.8.8.8, 2.2.2.2")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // No header: the proxy itself is the client.
+    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ipv6_clients_in_one_64_share_a_bucket() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        trusting(&["127.0.0.0/8"]),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let addr = serve_at(V4, layer, true).await.unwrap();
+    let mut c = connect(addr).await;
+    assert_eq!(
+        get(&mut c, Some("2001:db8:1:2::1")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&mut c, Some("[2001:db8:1:2:ffff:1:2:3]:443"))
+            .await
+            .status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get(&mut c, Some("2001:db8:1:3::1")).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn ipv6_peer_on_loopback_is_keyed_by_its_64() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        PeerIp::default(),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let Some(addr) = serve_at("[::1]:0", layer, true).await else {
+        return; // no IPv6 loopback on this machine: the XFF test above covers the grouping
+    };
+    let mut c = connect(addr).await;
+    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&mut c, None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_never_rejects_but_reports() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        GlobalKey,
+        local::<()>(Quota::per_minute(2).unwrap(), &clock),
+    )
+    .shadow(true);
+    let stats = layer.stats();
+    let addr = serve_at(V4, layer, false).await.unwrap();
+    let mut c = connect(addr).await;
+    let mut last = None;
+    for _ in 0..10 {
+        let got = get(&mut c, None).await;
+        assert_eq!(got.status, StatusCode::OK);
+        assert_eq!(got.header("retry-after"), None);
+        last = got.header("ratelimit").map(str::to_owned);
+    }
+    assert_eq!(last.as_deref(), Some("\"default\";r=0;t=30"));
+    assert_eq!((stats.shadow_denied(), stats.denied()), (8, 0));
+}
+
+#[tokio::test]
+async fn keyless_requests_get_the_configured_answer() {
+    let clock = ManualClock::new();
+    // No PeerAddr on the requests: PeerIp has no key.
+    let strict = RateLimitLayer::new(
+        PeerIp::default(),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let stats = strict.stats();
+    let mut c = connect(serve_at(V4, strict, false).await.unwrap()).await;
+    assert_eq!(
+        get(&mut c, None).await.status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert_eq!(stats.missing_key(), 1);
+
+    let shared = RateLimitLayer::new(
+        PeerIp::default(),
+        local::<IpAddr>(Quota::per_minute(1).unwrap(), &clock),
+    )
+    .on_missing_key(MissingKey::Shared(IpAddr::from([0, 0, 0, 0])));
+    let mut c = connect(serve_at(V4, shared, false).await.unwrap()).await;
+    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+    assert_eq!(
+        get(&mut c, None).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn routes_plans_exempt_methods_and_header_modes() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        GlobalKey,
+        local::<()>(Quota::per_minute(100).unwrap(), &clock),
+    )
+    .try_route(
+        "/login",
+        "login",
+        local::<()>(Quota::per_minute(1).unwrap(), &clock),
+    )
+    .unwrap()
+    .headers(HeaderMode::DenyOnly);
+    let mut c = connect(serve_at(V4, layer, false).await.unwrap()).await;
+    let ok = send(&mut c, Method::POST, "/login", None).await;
+    assert_eq!((ok.status, ok.header("ratelimit")), (StatusCode::OK, None));
+    let no = send(&mut c, Method::POST, "/login/", None).await;
+    assert_eq!(no.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(no.header("ratelimit-policy"), Some("\"login\";q=1;w=60"));
+    assert_eq!(no.header("retry-after"), Some("60"));
+    // Preflights are not counted; other paths have their own policy.
+    assert_eq!(
+        send(&mut c, Method::OPTIONS, "/login", None).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&mut c, Method::GET, "/loginx", None).await.status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn axum_route_layer_with_connect_info_and_matched_path() {
+    use axum::routing::get as route;
+    let clock = ManualClock::new();
+    // One bucket per (client, route): `/items/{id}` is one route whatever the id.
+    let layer = RateLimitLayer::new(
+        (PeerIp::default(), RouteKey),
+        local::<(IpAddr, Box<str>)>(Quota::per_minute(2).unwrap(), &clock),
+    );
+    let app = axum::Router::new()
+        .route("/items/{id}", route(|| async { "item" }))
+        .route_layer(layer)
+        .route("/free", route(|| async { "free" }));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let mut c = connect(addr).await;
+    assert_eq!(
+        send(&mut c, Method::GET, "/items/1", None).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&mut c, Method::GET, "/items/2", None).await.status,
+        StatusCode::OK
+    );
+    let no = send(&mut c, Method::GET, "/items/3", None).await;
+    assert_eq!(no.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(no.header("retry-after"), Some("30"));
+    for _ in 0..5 {
+        assert_eq!(
+            send(&mut c, Method::GET, "/free", None).await.status,
+            StatusCode::OK
+        );
+    }
+}
+
+#[tokio::test]
+async fn grpc_requests_get_resource_exhausted() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let clock = ManualClock::new();
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let layer = RateLimitLayer::new(
+        GlobalKey,
+        local::<()>(Quota::per_minute(1).unwrap(), &clock),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .layer(layer)
+            .add_service(health)
+            .serve_with_incoming(tokio_stream_incoming(listener))
+            .await
+            .unwrap();
+    });
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = HealthClient::new(channel);
+    let check = || HealthCheckRequest {
+        service: String::new(),
+    };
+    assert!(client.check(check()).await.is_ok());
+    let err = client.check(check()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(err.metadata().get("retry-after").unwrap(), "60");
+    // The channel is still usable once the wait is over.
+    clock.advance(Duration::from_secs(60));
+    assert!(client.check(check()).await.is_ok());
+}
+
+/// The accepted connections of `listener` as the stream tonic's server takes.
+fn tokio_stream_incoming(
+    listener: TcpListener,
+) -> impl futures_core::Stream<Item = Result<TcpStream, std::io::Error>> {
+    futures_util::stream::unfold(listener, |l| async move {
+        let conn = l.accept().await.map(|(tcp, _)| tcp);
+        Some((conn, l))
+    })
+}
