@@ -88,6 +88,7 @@ mod group;
 mod keyed;
 #[cfg(feature = "std")]
 mod leased;
+#[cfg(feature = "std")]
 mod metrics;
 #[cfg(feature = "std")]
 mod wait;
@@ -110,6 +111,10 @@ pub mod __loom {
     /// The keyed slot protocols, sound and planted.
     #[cfg(feature = "std")]
     pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
+
+    /// The `Limits` group's rollback with a planted bug.
+    #[cfg(feature = "std")]
+    pub use crate::group::planted_store_rollback;
 
     /// The token bucket's algorithm and pure functions.
     pub mod token_bucket {
@@ -172,13 +177,6 @@ pub use wait::TokioTimer;
 #[cfg(feature = "std")]
 pub use wait::{ManualSleep, Pacing, Sleep, ThreadSleep, Timer, UntilReady, Wait, WaitError};
 
-/// Hooks for the loom models in `loom-tests/` only; loom builds only.
-#[cfg(all(tollgate_loom, feature = "std"))]
-#[doc(hidden)]
-pub mod __loom {
-    pub use crate::group::planted_store_rollback;
-}
-
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -188,3 +186,8 @@ struct ReadmeDoctests;
 #[cfg(all(doctest, feature = "std"))]
 #[doc = include_str!("../docs/keyed.md")]
 struct KeyedDocDoctests;
+
+/// The examples of `docs/operations.md`, compiled and run as doc tests.
+#[cfg(all(doctest, feature = "std"))]
+#[doc = include_str!("../docs/operations.md")]
+struct OperationsDocDoctests;

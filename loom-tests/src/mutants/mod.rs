@@ -35,6 +35,15 @@ macro_rules! same_as {
         fn state(params: &Self::Params) -> Result<Self::State, tollgate::QuotaError> {
             <$real as tollgate::__loom::Algo>::state(params)
         }
+
+        fn peek(
+            state: &Self::State,
+            params: &Self::Params,
+            now_ns: u64,
+            n: u64,
+        ) -> tollgate::Decision {
+            <$real as tollgate::__loom::Algo>::peek(state, params, now_ns, n)
+        }
     };
 }
 
