@@ -47,7 +47,8 @@ const ROUNDS: usize = 101;
 struct Round {
     wall: Duration,
     /// The threads' own spans added up, over the wall time, minus one, over `threads - 1`:
-    /// 1 when all threads ran for the whole round together, 0 when they took turns.
+    /// 1 when all threads ran for the whole round together, 0 when they took turns (or
+    /// paused).
     overlap: f64,
 }
 
@@ -59,7 +60,8 @@ fn time_batch<L: Check>(limiter: &L, threads: usize) -> Round {
     let wall = first_start_to_last_end(&spans);
     let busy: f64 = spans.iter().map(|s| (s.1 - s.0).as_secs_f64()).sum();
     let overlap = if threads > 1 {
-        (busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64
+        // A gap where neither thread ran reads below 0: that is "took turns" too.
+        ((busy / wall.as_secs_f64() - 1.0) / (threads - 1) as f64).clamp(0.0, 1.0)
     } else {
         0.0
     };
