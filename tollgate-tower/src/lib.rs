@@ -23,8 +23,9 @@
 //!   untrusted hop of `X-Forwarded-For` / `Forwarded`, only from trusted peers), IPv6 grouped
 //!   per /64 by default ([`Grouping`]), [`HeaderKey`], `RouteKey` (axum), closures
 //!   ([`key_fn`]) and pairs.
-//! - Decisions from a [`Backend`]: [`LocalBackend`] in process; the trait's future also fits
-//!   a remote store.
+//! - Decisions from a [`Backend`]: [`LocalBackend`] in process; with the `redis` feature,
+//!   `RedisBackend` over a `tollgate_redis::RedisLimiter` (one limit shared by every
+//!   instance, the same layer with an async decision).
 //! - [`PolicyHeaders`]: the header values from a [`tollgate::Decision`], for other servers.
 #![warn(missing_docs)]
 
@@ -33,6 +34,8 @@ mod headers;
 mod key;
 mod layer;
 mod net;
+#[cfg(feature = "redis")]
+mod redis;
 
 pub use backend::{Backend, LocalBackend};
 pub use headers::{
@@ -49,6 +52,8 @@ pub use layer::{
     ResponseFuture, Stats,
 };
 pub use net::{IpNet, NetError};
+#[cfg(feature = "redis")]
+pub use redis::{RedisBackend, RedisDecision, RedisKey};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
