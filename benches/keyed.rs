@@ -76,6 +76,21 @@ fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
     thread_cpu() - start
 }
 
+/// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.
+const BATCH: u64 = 64;
+
+/// `iters` requests made `BATCH` at a time by `batch(len)`, timed in this thread's CPU time.
+fn on_batches(iters: u64, mut batch: impl FnMut(u64)) -> Duration {
+    let start = thread_cpu();
+    let mut left = iters;
+    while left > 0 {
+        let len = left.min(BATCH);
+        batch(len);
+        left -= len;
+    }
+    thread_cpu() - start
+}
+
 fn one_key(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed/one_key");
     g.warm_up_time(Duration::from_secs(1))
@@ -96,6 +111,17 @@ fn one_key(c: &mut Criterion) {
         b.iter_custom(|iters| {
             on_cpu(iters, |_| {
                 black_box(governor.check_key(black_box(&42u64)).is_ok());
+            })
+        })
+    });
+
+    g.bench_function("tollgate_pinned", |b| {
+        b.iter_custom(|iters| {
+            on_batches(iters, |len| {
+                let pin = tollgate.pin();
+                for _ in 0..len {
+                    black_box(pin.try_acquire(black_box(&42)).is_allowed());
+                }
             })
         })
     });
@@ -157,6 +183,18 @@ fn million_keys(c: &mut Criterion) {
                 on_cpu(iters, |_| {
                     at = (at + 1) & mask;
                     black_box(tollgate.try_acquire(&keys[at]).is_allowed());
+                })
+            })
+        });
+        let mut at = 0;
+        g.bench_function("tollgate_pinned", |b| {
+            b.iter_custom(|iters| {
+                on_batches(iters, |len| {
+                    let pin = tollgate.pin();
+                    for _ in 0..len {
+                        at = (at + 1) & mask;
+                        black_box(pin.try_acquire(&keys[at]).is_allowed());
+                    }
                 })
             })
         });

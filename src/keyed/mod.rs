@@ -44,7 +44,6 @@ use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
 
-use papaya::Guard as _;
 use plans::{Boxed, KeySlot, Plans, SlotMaker};
 use slot::Attempt;
 
@@ -590,7 +589,130 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota))
+        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota, &m.map.guard()))
+    }
+
+    /// Pins the map for a batch of requests on this thread: the requests of the returned
+    /// [`KeyedPin`] skip the epoch pin (an atomic store and a fence to enter, a swap to leave)
+    /// that every [`KeyedLimiter::try_acquire`] pays. Decisions are the same.
+    ///
+    /// While a pin is held, nothing the map retires (removed keys, the old tables a growing
+    /// map leaves behind) is freed: hold it for a batch (an event-loop turn, a buffer of
+    /// requests), never for the life of a thread.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(2)?, ManualClock::new())?;
+    /// let batch = [7, 7, 7, 8];
+    /// let pin = l.pin();
+    /// let allowed: Vec<bool> = batch.iter().map(|k| pin.try_acquire(k).is_allowed()).collect();
+    /// drop(pin);
+    /// assert_eq!(allowed, [true, true, false, true]);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn pin(&self) -> KeyedPin<'_, K, C, S> {
+        KeyedPin {
+            limiter: self,
+            guard: with_map!(&self.maps, m => m.map.guard()),
+        }
+    }
+}
+
+/// A [`KeyedLimiter`] pinned on one thread for a batch of requests, made by
+/// [`KeyedLimiter::pin`]. Not `Send`: drop it on the thread that made it, soon.
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+/// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?;
+/// let pin = l.pin();
+/// assert!(pin.try_acquire(&"alice").is_allowed());
+/// assert!(!pin.try_acquire(&"alice").is_allowed());
+/// assert!(l.try_acquire(&"bob").is_allowed()); // the limiter itself stays usable
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub struct KeyedPin<'a, K, C = MonotonicClock, S = KeyHasher> {
+    limiter: &'a KeyedLimiter<K, C, S>,
+    /// A guard of the collector of `limiter`'s one map.
+    guard: papaya::LocalGuard<'a>,
+}
+
+impl<K, C, S> KeyedPin<'_, K, C, S>
+where
+    K: Hash + Eq,
+    C: Clock,
+    S: BuildHasher,
+{
+    /// [`KeyedLimiter::try_acquire`], under this pin.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::SlidingWindow, Quota::per_second(1)?, ManualClock::new())?;
+    /// let pin = l.pin();
+    /// assert!(pin.try_acquire(&1).is_allowed());
+    /// assert!(!pin.try_acquire(&1).is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.acquire(key, 1, &self.limiter.shared.quota)
+    }
+
+    /// [`KeyedLimiter::try_acquire_n`], under this pin.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(10)?, ManualClock::new())?;
+    /// let pin = l.pin();
+    /// assert!(pin.try_acquire_n(&9, 7).is_allowed());
+    /// assert!(!pin.try_acquire_n(&9, 4).is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.acquire(key, n, &self.limiter.shared.quota)
+    }
+
+    /// [`KeyedLimiter::try_acquire_with`], under this pin.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+    /// let pro = Quota::per_second(3)?;
+    /// let pin = l.pin();
+    /// assert_eq!((0..5).filter(|_| pin.try_acquire_with(&"carol", &pro).is_allowed()).count(), 3);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_with<Q>(&self, key: &Q, quota: &Quota) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.acquire(key, 1, quota)
+    }
+
+    #[inline]
+    fn acquire<Q>(&self, key: &Q, n: u64, quota: &Quota) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let l = self.limiter;
+        with_map!(&l.maps, m => m.acquire(&l.shared, &l.clock, key, n, quota, &self.guard))
+    }
+}
+
+impl<K, C, S> fmt::Debug for KeyedPin<'_, K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedPin").finish_non_exhaustive()
     }
 }
 
@@ -634,22 +756,24 @@ where
         evicted
     }
 
+    /// A request under `guard`, a guard of this map's collector.
     #[inline]
-    fn acquire<Q, C: Clock>(
+    fn acquire<Q, C: Clock, G: papaya::Guard>(
         &self,
         shared: &Shared,
         clock: &C,
         key: &Q,
         n: u64,
         quota: &Quota,
+        guard: &G,
     ) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let map = self.map.pin();
+        let map = &self.map;
         loop {
-            let found = map.get(key);
+            let found = map.get(key, guard);
             // Read after the lookup: a request that finds its key evicted (gone, or marked)
             // has synchronized with the evictor, so its reading is no earlier than the one
             // the evictor found the limiter fresh at. An earlier reading could spend a new
@@ -657,7 +781,7 @@ where
             let now = clock.now_nanos();
             let slot = match found {
                 Some(slot) => slot,
-                None => match self.insert(shared, &map, key, quota, now, n) {
+                None => match self.insert(shared, guard, key, quota, now, n) {
                     Ok(slot) => slot,
                     Err(decision) => return decision,
                 },
@@ -667,7 +791,7 @@ where
                 Attempt::Evicted => {
                     // Help the evictor remove the orphan, then redo on a new limiter (and a
                     // new reading of the clock).
-                    let _ = map.remove_if(key, |_, v| ptr::eq(v, slot));
+                    let _ = map.remove_if(key, |_, v| ptr::eq(v, slot), guard);
                 }
             }
         }
@@ -677,15 +801,15 @@ where
     /// race (then its limiter is used and ours dropped) or the bound says otherwise.
     #[cold]
     #[inline(never)]
-    fn insert<'m, Q, G>(
+    fn insert<'g, Q, G>(
         &self,
         shared: &Shared,
-        map: &'m papaya::HashMapRef<'_, K, M::Slot, S, G>,
+        guard: &'g G,
         key: &Q,
         quota: &Quota,
         now: u64,
         n: u64,
-    ) -> Result<&'m M::Slot, Decision>
+    ) -> Result<&'g M::Slot, Decision>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -706,14 +830,15 @@ where
                 });
             }
         }
-        Ok(match map.try_insert(key.to_owned(), slot) {
+        let map = &self.map;
+        Ok(match map.try_insert(key.to_owned(), slot, guard) {
             Ok(inserted) => {
-                if map.len() % FLUSH_EVERY == 0 {
+                if map.len().is_multiple_of(FLUSH_EVERY) {
                     // A growing map retires its old tables (half the new one's size, all
                     // told) into this thread's batch of garbage, freed only once the batch
                     // fills; sweeps may be rare. Hand them to the collector now and then:
                     // they are freed once the threads pinning the map let go.
-                    self.map.guard().flush();
+                    guard.flush();
                 }
                 inserted
             }
@@ -756,5 +881,96 @@ impl<K: Hash + Eq, C, S: BuildHasher> fmt::Debug for KeyedLimiter<K, C, S> {
             .field("keys", &with_map!(&self.maps, m => m.map.len()))
             .field("max_keys", &shared.bound.as_ref().map(|b| b.max_keys))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use core::time::Duration;
+
+    /// Everything a caller can read from a decision.
+    fn seen(d: Decision) -> (bool, u64, Option<Duration>, Duration, bool) {
+        let parts = (d.is_allowed(), d.remaining(), d.retry_after());
+        (
+            parts.0,
+            parts.1,
+            parts.2,
+            d.reset_after(),
+            d.exceeds_capacity(),
+        )
+    }
+
+    #[test]
+    fn a_pin_decides_as_the_limiter_does() {
+        for algorithm in Algorithm::ALL {
+            let quota = Quota::per_second(4).unwrap();
+            let plan = Quota::per_second(9).unwrap();
+            let (c1, c2) = (ManualClock::new(), ManualClock::new());
+            let plain = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, c1.clone()).unwrap();
+            let pinned = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, c2.clone()).unwrap();
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            let mut pin = pinned.pin();
+            for step in 0..4_000u32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let key = x % 5;
+                let (a, b) = match (x >> 8) % 8 {
+                    0 => (
+                        plain.try_acquire_n(&key, x >> 16 & 7),
+                        pin.try_acquire_n(&key, x >> 16 & 7),
+                    ),
+                    1 => (
+                        plain.try_acquire_with(&key, &plan),
+                        pin.try_acquire_with(&key, &plan),
+                    ),
+                    _ => (plain.try_acquire(&key), pin.try_acquire(&key)),
+                };
+                assert_eq!(seen(a), seen(b), "{algorithm:?}, step {step}");
+                let dt = Duration::from_millis(x >> 20 & 127);
+                c1.advance(dt);
+                c2.advance(dt);
+                if step % 97 == 0 {
+                    // Evict under the pin: its next requests must find the keys' new limiters.
+                    assert_eq!(
+                        plain.evict_idle(),
+                        pinned.evict_idle(),
+                        "{algorithm:?}, step {step}"
+                    );
+                }
+                if step % 1000 == 999 {
+                    pin = pinned.pin();
+                }
+            }
+            drop(pin);
+            assert_eq!(plain.len(), pinned.len());
+        }
+    }
+
+    #[test]
+    fn a_key_evicted_under_a_pin_starts_afresh() {
+        let clock = ManualClock::new();
+        let l = KeyedLimiter::<u64, _>::with_clock(
+            Algorithm::TokenBucket,
+            Quota::per_second(2).unwrap(),
+            clock.clone(),
+        )
+        .unwrap();
+        let pin = l.pin();
+        assert!(pin.try_acquire_n(&1, 2).is_allowed());
+        assert!(!pin.try_acquire(&1).is_allowed());
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(l.evict_idle(), 1);
+        assert!(l.is_empty());
+        let d = pin.try_acquire(&1);
+        assert!(d.is_allowed());
+        assert_eq!(
+            d.remaining(),
+            1,
+            "a new limiter: its full burst less this request"
+        );
+        assert_eq!(l.len(), 1);
     }
 }
