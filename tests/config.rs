@@ -156,7 +156,8 @@ fn every_valid_quota_round_trips_through_its_string() {
     let mut rng = Rng(1);
     let mut checked = 0;
     // Shorter under miri, which runs the same code a thousand times slower.
-    for _ in 0..if cfg!(miri) { 500 } else { 20_000 } {
+    let rounds = if cfg!(miri) { 500 } else { 20_000 };
+    for _ in 0..rounds {
         let limit = 1 + rng.next() % (1 << (rng.next() % 48));
         let period = Duration::from_nanos(1 + rng.next() % (1 << (rng.next() % 58)));
         let Ok(quota) = Quota::new(limit, period) else {
@@ -166,7 +167,7 @@ fn every_valid_quota_round_trips_through_its_string() {
         assert_eq!(quota.to_string().parse::<Quota>(), Ok(quota), "{quota:?}");
         checked += 1;
     }
-    assert!(checked > 5_000, "only {checked} valid quotas generated");
+    assert!(checked > rounds / 4, "only {checked} valid quotas generated");
 }
 
 #[test]
