@@ -167,7 +167,10 @@ fn every_valid_quota_round_trips_through_its_string() {
         assert_eq!(quota.to_string().parse::<Quota>(), Ok(quota), "{quota:?}");
         checked += 1;
     }
-    assert!(checked > rounds / 4, "only {checked} valid quotas generated");
+    assert!(
+        checked > rounds / 4,
+        "only {checked} valid quotas generated"
+    );
 }
 
 #[test]
