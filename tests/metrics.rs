@@ -155,6 +155,9 @@ mod events {
             TokenBucket::with_clock(Quota::per_second(2).unwrap(), ManualClock::new()),
         );
         tracing::subscriber::with_default(recorder.clone(), || {
+            // Other tests of this binary, running beside this one without a subscriber, may
+            // have registered the callsite as never interesting: ask again, with ours set.
+            tracing::callsite::rebuild_interest_cache();
             for _ in 0..5 {
                 let _ = bucket.try_acquire();
             }
