@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 use gungraun::prelude::*;
 use gungraun::{Callgrind, EventKind};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
-use tollgate::{FixedWindow, ManualClock, Quota, SlidingLog, SlidingWindow, TokenBucket};
+use tollgate::{
+    FixedWindow, LiveFixedWindow, LiveTokenBucket, ManualClock, Quota, SlidingLog, SlidingWindow,
+    TokenBucket,
+};
 
 mod peers;
 use peers::{drained, Check, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
@@ -72,6 +75,8 @@ type Sw = Tollgate<SlidingWindow<ManualClock>>;
 type MSw = Tollgate<MutexSlidingWindow<ManualClock>>;
 type Sl = Tollgate<SlidingLog<ManualClock>>;
 type MSl = Tollgate<MutexSlidingLog<ManualClock>>;
+type LTb = Tollgate<LiveTokenBucket<ManualClock>>;
+type LFw = Tollgate<LiveFixedWindow<ManualClock>>;
 
 #[library_benchmark]
 #[bench::allowed(Tollgate(TokenBucket::with_clock(open(), frozen())))]
@@ -126,6 +131,20 @@ fn sliding_log(limiter: Sl) -> Sl {
 #[bench::allowed(Tollgate(MutexSlidingLog::try_with_clock(open(), frozen()).expect("a small log allocates")))]
 #[bench::denied(drained(Tollgate(MutexSlidingLog::try_with_clock(closed(), frozen()).expect("a small log allocates"))))]
 fn mutex_sliding_log(limiter: MSl) -> MSl {
+    run(limiter)
+}
+
+#[library_benchmark]
+#[bench::allowed(Tollgate(LiveTokenBucket::with_clock(open(), frozen())))]
+#[bench::denied(drained(Tollgate(LiveTokenBucket::with_clock(closed(), frozen()))))]
+fn live_token_bucket(limiter: LTb) -> LTb {
+    run(limiter)
+}
+
+#[library_benchmark]
+#[bench::allowed(Tollgate(LiveFixedWindow::with_clock(open(), frozen())))]
+#[bench::denied(drained(Tollgate(LiveFixedWindow::with_clock(closed(), frozen()))))]
+fn live_fixed_window(limiter: LFw) -> LFw {
     run(limiter)
 }
 
@@ -239,7 +258,9 @@ library_benchmark_group!(
         mutex_token_bucket,
         mutex_fixed_window,
         mutex_sliding_window,
-        mutex_sliding_log
+        mutex_sliding_log,
+        live_token_bucket,
+        live_fixed_window
     ]
 );
 

@@ -89,6 +89,8 @@ mod keyed;
 #[cfg(feature = "std")]
 mod leased;
 #[cfg(feature = "std")]
+mod live;
+#[cfg(feature = "std")]
 mod metrics;
 #[cfg(feature = "std")]
 mod wait;
@@ -115,6 +117,8 @@ pub mod __loom {
     /// The `Limits` group's rollback with a planted bug.
     #[cfg(feature = "std")]
     pub use crate::group::planted_store_rollback;
+    #[cfg(feature = "std")]
+    pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
 
     /// The token bucket's algorithm and pure functions.
     pub mod token_bucket {
@@ -169,6 +173,8 @@ pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, KeyedPin, When
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{Limiter, RateLimiter};
+#[cfg(feature = "std")]
+pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 #[cfg(feature = "std")]
 pub use metrics::{Metered, MetricsSnapshot};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};

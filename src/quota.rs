@@ -86,6 +86,14 @@ pub enum QuotaError {
         /// The limit asked for.
         limit: u64,
     },
+    /// A live window limiter was asked to change its period: its state counts windows (or
+    /// slots) of the length it was made with, so only the limit can change.
+    PeriodFixed {
+        /// The period asked for.
+        period: Duration,
+        /// The period the limiter counts.
+        fixed: Duration,
+    },
 }
 
 impl fmt::Display for QuotaError {
@@ -123,6 +131,11 @@ impl fmt::Display for QuotaError {
             QuotaError::LogTooLarge { limit } => write!(
                 f,
                 "a sliding log of {limit} entries (8 bytes each) cannot be allocated"
+            ),
+            QuotaError::PeriodFixed { period, fixed } => write!(
+                f,
+                "this limiter counts periods of {fixed:?} and cannot change to {period:?}: \
+                 only its limit can change"
             ),
         }
     }
@@ -175,6 +188,29 @@ impl GcraParams {
     pub(crate) fn tokens(&self, ticks: u64) -> u64 {
         debug_assert!(ticks < 1 << 62);
         ((u128::from(ticks) * u128::from(self.magic)) >> (62 + self.shift)) as u64
+    }
+
+    /// The parameters as four words, for a live bucket's parameter cell.
+    #[cfg(feature = "std")]
+    pub(crate) fn to_words(self) -> [u64; 4] {
+        [
+            self.interval,
+            self.capacity,
+            self.magic,
+            u64::from(self.scale) << 32 | u64::from(self.shift),
+        ]
+    }
+
+    /// The parameters [`GcraParams::to_words`] made `w` from.
+    #[cfg(feature = "std")]
+    pub(crate) fn from_words(w: [u64; 4]) -> GcraParams {
+        GcraParams {
+            interval: w[0],
+            capacity: w[1],
+            magic: w[2],
+            scale: (w[3] >> 32) as u32,
+            shift: w[3] as u32,
+        }
     }
 
     /// Whether a cost of `n` is above the burst (`n × interval > capacity`, with no overflow).
@@ -390,7 +426,17 @@ impl Quota {
 
     fn gcra_with(&self, burst: u64) -> Option<GcraParams> {
         let reduced = self.limit / gcd(self.limit, self.period_ns);
-        let scale = reduced.min(MAX_SCALE);
+        self.gcra_scaled(burst, reduced.min(MAX_SCALE))
+    }
+
+    /// The token bucket's parameters in ticks of `1/scale` ns (`1 ≤ scale ≤ MAX_SCALE`): how a
+    /// live bucket, whose ticks are fixed by its first quota, takes a later one.
+    pub(crate) fn gcra_at_scale(&self, scale: u32) -> Option<GcraParams> {
+        self.gcra_scaled(self.burst, u64::from(scale))
+    }
+
+    fn gcra_scaled(&self, burst: u64, scale: u64) -> Option<GcraParams> {
+        debug_assert!((1..=MAX_SCALE).contains(&scale));
         // interval = period / limit in ticks of 1/scale ns, rounded up (exact when scale is
         // the reduced denominator).
         let interval =
@@ -431,6 +477,16 @@ impl Quota {
             len,
             count_bits,
             limit: self.limit,
+        })
+    }
+
+    /// [`Quota::window`] with every bit the window number leaves over given to the count, so
+    /// that a live limiter can later take a larger limit in the same word.
+    pub(crate) fn window_roomy(&self, slots: u32) -> Option<WindowParams> {
+        let p = self.window(slots)?;
+        Some(WindowParams {
+            count_bits: (u64::BITS - bits(HORIZON / p.len + 1)).min(bits(MAX_LIMIT)),
+            ..p
         })
     }
 }

@@ -108,7 +108,8 @@ fn the_group_admits_exactly_when_every_member_would() {
     let mut rng = Rng(11);
     let (mut admitted, mut denied) = (0, 0);
     // Shorter under miri, which is a thousand times slower.
-    for step in 0..if cfg!(miri) { 1_000 } else { 20_000 } {
+    let steps = if cfg!(miri) { 1_000 } else { 20_000 };
+    for step in 0..steps {
         clock.advance(ms(rng.below(120)));
         let now = clock.now_nanos();
         let n = rng.below(4);
@@ -132,7 +133,11 @@ fn the_group_admits_exactly_when_every_member_would() {
             );
         }
     }
-    assert!(admitted > 1_000 && denied > 1_000, "{admitted} / {denied}");
+    // Both outcomes are common (each above 5 % of the steps): the comparison covered both.
+    assert!(
+        admitted > steps / 20 && denied > steps / 20,
+        "{admitted} / {denied}"
+    );
 }
 
 #[test]

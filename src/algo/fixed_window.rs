@@ -64,8 +64,12 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
             window_end.saturating_sub(now_ns)
         }
     };
+    // `saturating_sub`: a live window whose limit was lowered may hold a count above it.
     if n > p.limit {
-        return (Decision::exceeds(p.limit - count, reset(count)), None);
+        return (
+            Decision::exceeds(p.limit.saturating_sub(count), reset(count)),
+            None,
+        );
     }
     if count + n <= p.limit {
         let write = (n != 0).then_some(window << p.count_bits | (count + n));
@@ -75,7 +79,12 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
         )
     } else {
         (
-            Decision::denied(p.limit - count, now_ns, window_end, reset(count)),
+            Decision::denied(
+                p.limit.saturating_sub(count),
+                now_ns,
+                window_end,
+                reset(count),
+            ),
             None,
         )
     }
@@ -147,6 +156,77 @@ impl Algo for Fixed {
 }
 
 impl AlwaysFits for Fixed {}
+
+/// Window parameters as four words, for a live limiter's parameter cell.
+#[cfg(feature = "std")]
+pub(crate) fn window_words(p: &WindowParams, slots: u64) -> crate::live::ParamWords {
+    [p.len, u64::from(p.count_bits), p.limit, slots]
+}
+
+/// The window parameters (and slots) [`window_words`] made `w` from.
+#[cfg(feature = "std")]
+pub(crate) fn window_from_words(w: crate::live::ParamWords) -> (WindowParams, u64) {
+    let p = WindowParams {
+        len: w[0],
+        count_bits: w[1] as u32,
+        limit: w[2],
+    };
+    (p, w[3])
+}
+
+/// The window parameters of `to` in the packing of `current` (whose quota is `from`): the
+/// same window length and count field, the new limit.
+#[cfg(feature = "std")]
+pub(crate) fn retuned_window(
+    current: &WindowParams,
+    from: &Quota,
+    to: &Quota,
+) -> Result<WindowParams, QuotaError> {
+    if to.period() != from.period() {
+        return Err(QuotaError::PeriodFixed {
+            period: to.period(),
+            fixed: from.period(),
+        });
+    }
+    let max = count_mask(current.count_bits);
+    if to.limit() > max {
+        return Err(QuotaError::LimitTooLarge {
+            limit: to.limit(),
+            max,
+        });
+    }
+    Ok(WindowParams {
+        limit: to.limit(),
+        ..*current
+    })
+}
+
+#[cfg(feature = "std")]
+impl crate::live::Retune for Fixed {
+    /// One window, the count given every bit the window number leaves.
+    fn live_params(quota: &Quota) -> Result<WindowParams, QuotaError> {
+        quota.window_roomy(1).ok_or(QuotaError::RateTooHigh {
+            limit: quota.limit(),
+            period: quota.period(),
+        })
+    }
+
+    fn retune(
+        current: &WindowParams,
+        from: &Quota,
+        to: &Quota,
+    ) -> Result<WindowParams, QuotaError> {
+        retuned_window(current, from, to)
+    }
+
+    fn pack(p: &WindowParams) -> crate::live::ParamWords {
+        window_words(p, 1)
+    }
+
+    fn unpack(words: crate::live::ParamWords) -> WindowParams {
+        window_from_words(words).0
+    }
+}
 
 /// A lock-free fixed-window counter: at most `limit` admissions per window
 /// `[k·period, (k+1)·period)`, windows counted from the clock's zero. One `AtomicU64`.

@@ -242,6 +242,38 @@ impl Algo for Sliding {
 
 impl AlwaysFits for Sliding {}
 
+#[cfg(feature = "std")]
+impl crate::live::Retune for Sliding {
+    /// The default slots, the count given every bit the slot number leaves.
+    fn live_params(quota: &Quota) -> Result<Geometry, QuotaError> {
+        let g = Geometry::new(quota, DEFAULT_SLOTS)?;
+        let p = quota
+            .window_roomy(DEFAULT_SLOTS)
+            .ok_or(QuotaError::RateTooHigh {
+                limit: quota.limit(),
+                period: quota.period(),
+            })?;
+        Ok(Geometry { p, ..g })
+    }
+
+    /// The same slots and count field, the new limit.
+    fn retune(current: &Geometry, from: &Quota, to: &Quota) -> Result<Geometry, QuotaError> {
+        Ok(Geometry {
+            p: super::fixed_window::retuned_window(&current.p, from, to)?,
+            ..*current
+        })
+    }
+
+    fn pack(g: &Geometry) -> crate::live::ParamWords {
+        super::fixed_window::window_words(&g.p, g.slots)
+    }
+
+    fn unpack(words: crate::live::ParamWords) -> Geometry {
+        let (p, slots) = super::fixed_window::window_from_words(words);
+        Geometry { p, slots }
+    }
+}
+
 /// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
 /// `K` slots (8 by default) without a background thread. Memory `8 × (K + 2)` bytes whatever
 /// the limit.

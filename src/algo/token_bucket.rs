@@ -26,7 +26,8 @@
 //! Admissions are compare-exchanges on that one word, so they are totally ordered by its
 //! modification order and each one decided on the latest value (a stale load fails the
 //! compare-exchange). A denial decided on a stale, smaller `tat` is still right: `tat` only
-//! grows, so a later value would deny too.
+//! grows, so a later value would deny too. A live bucket (`Retune for Gcra`) loads `Acquire`
+//! and lowers the word `Release` when its quota changes, so parameters and word belong together.
 //!
 //! # Hot path
 //!
@@ -245,6 +246,189 @@ impl Algo for Gcra {
 }
 
 impl AlwaysFits for Gcra {}
+
+/// The `tat` that carries a bucket's level from `old` to `new` at tick `now`: the debt
+/// `tat - now` (the tokens used, in ticks of `old`) counted in tokens of `new`, rounded up,
+/// and at most the new capacity (a bucket is never emptier than empty). `None` when full.
+#[cfg(feature = "std")]
+pub(crate) fn carried(old: &GcraParams, new: &GcraParams, tat: u64, now: u64) -> Option<u64> {
+    if tat <= now {
+        return None;
+    }
+    let debt = (u128::from(tat - now) * u128::from(new.interval))
+        .div_ceil(u128::from(old.interval))
+        .min(u128::from(new.capacity));
+    // debt ≤ capacity < 2^62 and now ≤ 2^63: no overflow.
+    Some(now + debt as u64)
+}
+
+#[cfg(feature = "std")]
+use crate::live::{ParamCell, Plant, READER_IGNORES_VERSION, SOUND};
+
+/// A live bucket's word: bit 63 is the parity of the version of the parameters its `tat`
+/// (bits 0..=62) is counted in. Its tick is at most 1/16 ns, so that `tat < 2^62 + 2^62`.
+#[cfg(feature = "std")]
+const PARITY: u64 = 1 << 63;
+
+/// The finest tick of a live bucket, in ticks per ns.
+#[cfg(feature = "std")]
+const LIVE_MAX_SCALE: u32 = 16;
+
+/// The parity bit of parameter version `version`.
+#[cfg(feature = "std")]
+#[inline]
+fn parity(version: u64) -> u64 {
+    (version & 1) << 63
+}
+
+/// The parameters a live word is counted in, and their parity bit: `version`'s (read after
+/// the word), or if a change to `version` has not carried the word yet, the previous ones;
+/// `None` if the cell no longer holds those (the word has been carried since it was loaded).
+#[cfg(feature = "std")]
+#[inline]
+fn counted_in<const PLANT: Plant>(cell: &ParamCell, word: u64) -> Option<(GcraParams, u64)> {
+    let (version, words) = cell.read_versioned::<SOUND>();
+    if word & PARITY == parity(version) || PLANT == READER_IGNORES_VERSION {
+        return Some((GcraParams::from_words(words), parity(version)));
+    }
+    let previous = version.wrapping_sub(1);
+    let words = cell.read_version(previous)?;
+    Some((GcraParams::from_words(words), parity(previous)))
+}
+
+/// The live bucket's compare-exchange loop: `f` decides on a `tat` under the parameters it
+/// is counted in, read after the word (a request that finds the word not yet carried by a
+/// change is decided under the previous quota, on the state before the change: it never
+/// waits for the change).
+#[cfg(feature = "std")]
+#[inline]
+fn live_update<T, const PLANT: Plant>(
+    word: &AtomicU64,
+    cell: &ParamCell,
+    now_ns: u64,
+    f: impl Fn(&GcraParams, u64, u64) -> (T, Option<u64>),
+) -> T {
+    // Acquire: a word a change carried to version v (or any later write, through the
+    // release sequence) makes the parameters read after it version v or later.
+    let mut current = word.load(Ordering::Acquire);
+    loop {
+        let Some((p, parity)) = counted_in::<PLANT>(cell, current) else {
+            // The word has been carried since it was loaded: load it again.
+            crate::sync::Backoff::new().snooze();
+            // Acquire: as the first load.
+            current = word.load(Ordering::Acquire);
+            continue;
+        };
+        let (outcome, write) = f(&p, current & !PARITY, ticks(&p, now_ns));
+        let Some(tat) = write else {
+            return outcome;
+        };
+        // Relaxed success: an admission publishes nothing. Acquire failure: as the first
+        // load. Weak: a spurious failure loops once more.
+        match word.compare_exchange_weak(
+            current,
+            parity | tat,
+            Ordering::Relaxed,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return outcome,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl crate::live::Retune for Gcra {
+    /// The quota's own tick, or 1/16 ns if it is finer.
+    fn live_params(quota: &Quota) -> Result<GcraParams, QuotaError> {
+        let p = Self::params(quota)?;
+        if p.scale <= LIVE_MAX_SCALE {
+            return Ok(p);
+        }
+        Self::retune(&p, quota, quota)
+    }
+
+    /// The new quota in the first quota's ticks.
+    fn retune(current: &GcraParams, _: &Quota, to: &Quota) -> Result<GcraParams, QuotaError> {
+        to.gcra_at_scale(current.scale.min(LIVE_MAX_SCALE))
+            .ok_or(QuotaError::RateTooHigh {
+                limit: to.limit(),
+                period: to.period(),
+            })
+    }
+
+    /// Publishes the new parameters, then carries the word to them (unless a request did).
+    fn publish(
+        word: &AtomicU64,
+        cell: &ParamCell,
+        old: &GcraParams,
+        new: &GcraParams,
+        now_ns: u64,
+    ) {
+        let version = cell.write(new.to_words());
+        let now = ticks(new, now_ns);
+        // Relaxed: the changer wrote the parameters itself; the word is only compared.
+        let mut current = word.load(Ordering::Relaxed);
+        // The previous change carried the word before it returned: it is counted in
+        // `version - 1` or, carried by a request, already in `version`.
+        while current & PARITY != parity(version) {
+            let tat = current & !PARITY;
+            let carried = parity(version) | carried(old, new, tat, now).unwrap_or(tat);
+            // Release: the carried word publishes the parameters it is counted in. Relaxed
+            // failure: the value is only compared again.
+            match word.compare_exchange_weak(current, carried, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    #[inline]
+    fn acquire_live<const PLANT: Plant>(
+        word: &AtomicU64,
+        cell: &ParamCell,
+        now_ns: u64,
+        n: u64,
+    ) -> Decision {
+        // As `acquire_at`: the loop runs `admit_at` alone, the decision is made once settled.
+        let (p, now, admitted, tat) = live_update::<_, PLANT>(word, cell, now_ns, |p, tat, now| {
+            let write = admit_at(p, tat, now, n);
+            ((*p, now, write, tat), write)
+        });
+        match admitted {
+            Some(new_tat) => allowed(&p, now, new_tat),
+            None if n == 0 => decide_at(&p, tat, now, 0).0,
+            None => refused(&p, tat, now, n),
+        }
+    }
+
+    #[inline]
+    fn peek_live(word: &AtomicU64, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
+        // Acquire: as in `live_update`.
+        let mut current = word.load(Ordering::Acquire);
+        loop {
+            if let Some((p, _)) = counted_in::<SOUND>(cell, current) {
+                return decide(&p, current & !PARITY, now_ns, n).0;
+            }
+            crate::sync::Backoff::new().snooze();
+            // Acquire: as in `live_update`.
+            current = word.load(Ordering::Acquire);
+        }
+    }
+
+    fn refund_live(word: &AtomicU64, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
+        live_update::<_, SOUND>(word, cell, now_ns, |p, tat, now| refunded(p, tat, now, n))
+    }
+
+    fn pack(p: &GcraParams) -> crate::live::ParamWords {
+        p.to_words()
+    }
+
+    fn unpack(words: crate::live::ParamWords) -> GcraParams {
+        GcraParams::from_words(words)
+    }
+}
 
 /// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
 /// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.

@@ -1,0 +1,191 @@
+//! Loom models of live quota changes (`src/live.rs`):
+//! - the parameter cell: a reader racing two changes (so that the second rewrites the slot it
+//!   may be reading) only ever gets one whole published parameter set;
+//! - the live token bucket: a request racing a change is judged under the old quota on the
+//!   old state or under the new quota on the carried state, in every interleaving (its word
+//!   says which parameters it is counted in, and a request that finds it counted in the old
+//!   ones carries it over itself).
+//!
+//! ```text
+//! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test live
+//! ```
+//!
+//! The planted defects run the real code with one const parameter changed, and must be caught.
+#![cfg(tollgate_loom)]
+
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::thread;
+use loom_tests::{expect_caught, model};
+use tollgate::__loom::{CellModel, LiveModel, LivePlant};
+use tollgate::{ManualClock, Quota};
+
+const A: [u64; 4] = [1, 1, 1, 1];
+const B: [u64; 4] = [2, 2, 2, 2];
+const C: [u64; 4] = [3, 3, 3, 3];
+
+/// One reader against a writer that publishes B then C: C goes into the slot that held A,
+/// which the reader may be reading.
+fn cell_reads_whole_sets(plant: LivePlant) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let cell = Arc::new(CellModel::new(A, plant));
+        let writer = {
+            let cell = cell.clone();
+            thread::spawn(move || {
+                cell.write(B);
+                cell.write(C);
+            })
+        };
+        let read = cell.read();
+        writer.join().unwrap();
+        assert!(
+            [A, B, C].contains(&read),
+            "a torn parameter set was read: {read:?}"
+        );
+        assert_eq!(cell.read(), C, "the last set published is the current one");
+    }
+}
+
+#[test]
+fn a_reader_gets_one_whole_published_set() {
+    model(
+        "live/cell whole sets",
+        cell_reads_whole_sets(LivePlant::Sound),
+    );
+}
+
+#[test]
+fn a_reader_that_skips_the_recheck_is_caught() {
+    expect_caught(
+        "live/cell reader skips recheck",
+        "a torn parameter set",
+        cell_reads_whole_sets(LivePlant::ReaderSkipsRecheck),
+    );
+}
+
+#[test]
+fn a_writer_without_the_fence_is_caught() {
+    expect_caught(
+        "live/cell writer skips fence",
+        "a torn parameter set",
+        cell_reads_whole_sets(LivePlant::WriterSkipsFence),
+    );
+}
+
+fn quota(limit: u64, period: Duration, burst: u64) -> Quota {
+    Quota::new(limit, period)
+        .and_then(|q| q.with_burst(burst))
+        .expect("a model's quota is valid")
+}
+
+/// A bucket of 10/s (burst 2) drained at 0, read at 50 ms: 1.5 tokens used, none to take.
+/// One thread tightens it to 1/s (burst 2): carried, the 1.5 tokens cost 1.5 s, so none to
+/// take either. The other asks for one token: whether it comes before or after the change,
+/// and in every interleaving, it is denied. Judging the old word under the new quota (1.85
+/// tokens) would admit it. Afterwards the carried level is exact.
+fn tightened_rate_never_admits_early(plant: LivePlant) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let clock = ManualClock::new();
+        let bucket = Arc::new(LiveModel::token_bucket(
+            quota(10, Duration::from_secs(1), 2),
+            clock.clone(),
+            plant,
+        ));
+        assert!(bucket.acquire(2));
+        clock.set(Duration::from_millis(50));
+        let requester = {
+            let bucket = bucket.clone();
+            thread::spawn(move || bucket.acquire(1))
+        };
+        bucket.set_quota(quota(1, Duration::from_secs(1), 2));
+        let admitted = requester.join().unwrap();
+        assert!(!admitted, "a request racing the change was admitted early");
+        // After the change, the carried level: 0.5 token, a whole one at 550 ms.
+        clock.set(Duration::from_millis(549));
+        assert!(!bucket.acquire(1), "the carried debt was lost");
+        clock.set(Duration::from_millis(550));
+        assert!(bucket.acquire(1), "the carried debt was overcharged");
+    }
+}
+
+#[test]
+fn a_tightened_rate_never_admits_a_racing_request_early() {
+    model(
+        "live/bucket tightened rate",
+        tightened_rate_never_admits_early(LivePlant::Sound),
+    );
+}
+
+#[test]
+fn a_request_that_ignores_the_word_version_is_caught() {
+    expect_caught(
+        "live/bucket reader ignores version",
+        "admitted early",
+        tightened_rate_never_admits_early(LivePlant::ReaderIgnoresVersion),
+    );
+}
+
+/// A bucket of 1/s (burst 2) drained at 0, read at 1.5 s: half a token used, one to take.
+/// One thread loosens it to 10/s (burst 2): carried, the half token costs 50 ms, 1.5 tokens
+/// to take. The other asks twice: every serial order admits exactly one, and so does every
+/// interleaving; 100 ms later exactly one more token is there.
+fn loosened_racing_requests() -> impl Fn() + Send + Sync + 'static {
+    || {
+        let clock = ManualClock::new();
+        let bucket = Arc::new(LiveModel::token_bucket(
+            quota(1, Duration::from_secs(1), 2),
+            clock.clone(),
+            LivePlant::Sound,
+        ));
+        assert!(bucket.acquire(2));
+        clock.set(Duration::from_millis(1_500));
+        let requester = {
+            let bucket = bucket.clone();
+            thread::spawn(move || [bucket.acquire(1), bucket.acquire(1)])
+        };
+        bucket.set_quota(quota(10, Duration::from_secs(1), 2));
+        let admitted = requester.join().unwrap();
+        let n = admitted.iter().filter(|&&a| a).count();
+        assert_eq!(n, 1, "not what a serial order admits: {admitted:?}");
+        clock.set(Duration::from_millis(1_600));
+        let later = (0..3).filter(|_| bucket.acquire(1)).count();
+        assert_eq!(later, 1, "the level was not carried exactly");
+    }
+}
+
+#[test]
+fn a_loosened_quota_admits_what_a_serial_order_admits() {
+    model("live/bucket loosened", loosened_racing_requests());
+}
+
+/// The bucket of the tightened model, changed twice (to 1/s, then back to 10/s) while a
+/// request runs, so that the second change rewrites the parameter slot the request may have
+/// read: before, between and after the changes the request is denied (0.5, 0.5 and 0.5 of a
+/// token), and so it is in every interleaving.
+#[test]
+fn a_request_racing_two_changes_is_judged_by_one_of_them() {
+    model("live/bucket two changes", || {
+        let clock = ManualClock::new();
+        let ten = quota(10, Duration::from_secs(1), 2);
+        let bucket = Arc::new(LiveModel::token_bucket(
+            ten,
+            clock.clone(),
+            LivePlant::Sound,
+        ));
+        assert!(bucket.acquire(2));
+        clock.set(Duration::from_millis(50));
+        let requester = {
+            let bucket = bucket.clone();
+            thread::spawn(move || bucket.acquire(1))
+        };
+        bucket.set_quota(quota(1, Duration::from_secs(1), 2));
+        bucket.set_quota(ten);
+        assert!(!requester.join().unwrap(), "admitted with half a token");
+        // Carried there and back: 150 ms of debt, a whole token free at 100 ms.
+        clock.set(Duration::from_millis(99));
+        assert!(!bucket.acquire(1), "the carried debt was lost");
+        clock.set(Duration::from_millis(100));
+        assert!(bucket.acquire(1), "the carried debt was overcharged");
+    });
+}

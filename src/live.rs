@@ -1,0 +1,526 @@
+//! Live quota changes: [`Live`], a limiter whose quota is replaced while requests run.
+//!
+//! # Parameter cell
+//!
+//! | word                   | meaning                                                          |
+//! |------------------------|------------------------------------------------------------------|
+//! | `version`              | quotas published so far; the current one is in `slots[version % 2]` |
+//! | `slots[i].seq`         | even: slot `i` holds a whole parameter set; odd: being written   |
+//! | `slots[i].words[0..4]` | the algorithm's parameters, packed by [`Retune::pack`]           |
+//!
+//! # Invariant
+//!
+//! One writer at a time (under the `writer` lock) fills the slot that is not current and only
+//! then publishes it by moving `version` on; it never writes the current slot. A reader loads
+//! `version`, reads that slot's words between two loads of its `seq`, and keeps them only if
+//! `seq` was even and unchanged: the words were then one whole published set. A reader
+//! retries only when two later quotas were published while it read (the second rewrites its
+//! slot), so readers never wait for a writer: the read is lock-free.
+//!
+//! # Orderings
+//!
+//! Writer: `seq` to odd (`Relaxed`), a `Release` fence, the words (`Relaxed`), `seq` to even
+//! (`Release`), `version` (`Release`). Reader: `version` `Acquire` (pairs with the `version`
+//! store: the slot's words and even `seq` are visible), `seq` `Acquire`, the words `Relaxed`,
+//! an `Acquire` fence, `seq` again `Relaxed`. If a word read saw a later writer's store, the
+//! fences pair and the second `seq` load sees that writer's odd `seq` (or later): the torn read
+//! is discarded. This is the seqlock of Boehm, "Can seqlocks get along with programming
+//! language memory models?" (2012), on two slots.
+
+use core::fmt;
+
+use crate::algo::{Algo, AlwaysFits};
+use crate::clock::Clock;
+use crate::decision::Decision;
+use crate::limiter::{DefaultClock, Limiter};
+use crate::quota::{Quota, QuotaError};
+use crate::sync::{fence, AtomicU64, Backoff, Mutex, Ordering};
+
+/// Words a packed parameter set takes in the cell.
+pub const PARAM_WORDS: usize = 4;
+
+/// A packed parameter set.
+pub type ParamWords = [u64; PARAM_WORDS];
+
+/// An [`Algo`] whose quota can change while its state lives on: the parameters keep the
+/// state's units (the token bucket's tick, a window's length and count field), so a state
+/// written under one quota reads right under the next.
+///
+/// Implemented by the token bucket, the fixed window and the sliding-window counter. Not by
+/// the sliding log: its ring holds exactly `limit` entries, indexed by the admission count
+/// modulo the limit, so a new limit would need a new ring under running readers.
+pub trait Retune: Algo {
+    /// The parameters of a live limiter's first quota: the same decisions as
+    /// [`Algo::params`], with room in the state for the quotas that may follow.
+    fn live_params(quota: &Quota) -> Result<Self::Params, QuotaError>;
+
+    /// The parameters of `to`, replacing `from` (whose parameters are `current`), in the
+    /// units of `current`; or why this limiter cannot take `to`.
+    fn retune(current: &Self::Params, from: &Quota, to: &Quota)
+        -> Result<Self::Params, QuotaError>;
+
+    /// Publishes `new` (replacing `old`) in `cell` and carries the state's level over at
+    /// `now_ns`. The caller holds the writer lock. The default only publishes: the state
+    /// already reads right under `new`, and a request decided under `old` was decided on the
+    /// state as it stood before the change.
+    fn publish(
+        state: &Self::State,
+        cell: &ParamCell,
+        old: &Self::Params,
+        new: &Self::Params,
+        now_ns: u64,
+    ) {
+        let _ = (state, old, now_ns);
+        cell.write(Self::pack(new));
+    }
+
+    /// One request under the cell's current parameters, committed. The default reads the
+    /// parameters once and runs [`Algo::acquire`].
+    #[inline]
+    fn acquire_live<const PLANT: Plant>(
+        state: &Self::State,
+        cell: &ParamCell,
+        now_ns: u64,
+        n: u64,
+    ) -> Decision {
+        Self::acquire(state, &Self::unpack(cell.read()), now_ns, n)
+    }
+
+    /// What [`Retune::acquire_live`] would decide, writing nothing.
+    #[inline]
+    fn peek_live(state: &Self::State, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
+        Self::peek(state, &Self::unpack(cell.read()), now_ns, n)
+    }
+
+    /// [`Algo::refund`] under the cell's current parameters.
+    fn refund_live(state: &Self::State, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
+        Self::refund(state, &Self::unpack(cell.read()), now_ns, n)
+    }
+
+    /// The parameters as words.
+    fn pack(params: &Self::Params) -> ParamWords;
+
+    /// The parameters [`Retune::pack`] made `words` from.
+    fn unpack(words: ParamWords) -> Self::Params;
+}
+
+/// Which protocol a change runs: the sound one, or a planted defect for the loom models.
+pub type Plant = u8;
+/// The protocol of this file.
+pub(crate) const SOUND: Plant = 0;
+/// Planted defect: the reader keeps its words without the second `seq` load.
+#[cfg_attr(not(tollgate_loom), allow(dead_code))]
+pub(crate) const READER_SKIPS_RECHECK: Plant = 1;
+/// Planted defect: the writer stores the words with no fence after the odd `seq`.
+#[cfg_attr(not(tollgate_loom), allow(dead_code))]
+pub(crate) const WRITER_SKIPS_FENCE: Plant = 2;
+/// Planted defect: the token bucket judges a word under the parameters it read, whichever
+/// parameters the word is counted in.
+#[cfg_attr(not(tollgate_loom), allow(dead_code))]
+pub(crate) const READER_IGNORES_VERSION: Plant = 3;
+
+#[derive(Debug)]
+struct Slot {
+    seq: AtomicU64,
+    words: [AtomicU64; PARAM_WORDS],
+}
+
+impl Slot {
+    fn new(seq: u64, words: ParamWords) -> Self {
+        Slot {
+            seq: AtomicU64::new(seq),
+            words: words.map(AtomicU64::new),
+        }
+    }
+}
+
+/// Two slots of packed parameters and the version that says which is current.
+///
+/// Slot `i` holds version `seq - 2 + i` (its `seq` moves on by 2 per write, and a writer of
+/// version `v` writes slot `v % 2`): a reader knows which version it read from the slot alone.
+#[derive(Debug)]
+pub struct ParamCell {
+    version: AtomicU64,
+    slots: [Slot; 2],
+}
+
+impl ParamCell {
+    /// A cell holding `words`, version 0.
+    pub(crate) fn new(words: ParamWords) -> Self {
+        ParamCell {
+            version: AtomicU64::new(0),
+            slots: [Slot::new(2, words), Slot::new(0, [0; PARAM_WORDS])],
+        }
+    }
+
+    /// The current parameter set, whole.
+    #[inline]
+    pub(crate) fn read(&self) -> ParamWords {
+        self.read_versioned::<SOUND>().1
+    }
+
+    /// The current parameter set and its version (a newer one if quotas were published
+    /// while it was read).
+    #[inline]
+    pub(crate) fn read_versioned<const PLANT: Plant>(&self) -> (u64, ParamWords) {
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: pairs with the writer's `version` store, after which the slot's words
+            // and even `seq` are visible.
+            let version = self.version.load(Ordering::Acquire);
+            if let Some(read) = self.read_slot::<PLANT>((version & 1) as usize) {
+                return read;
+            }
+            // Two quotas were published while this read ran: read the newer one.
+            backoff.snooze();
+        }
+    }
+
+    /// The parameter set of `version`, if its slot still holds it.
+    #[inline]
+    pub(crate) fn read_version(&self, version: u64) -> Option<ParamWords> {
+        match self.read_slot::<SOUND>((version & 1) as usize) {
+            Some((v, words)) if v == version => Some(words),
+            _ => None,
+        }
+    }
+
+    /// Slot `i`'s version and words, if no writer wrote it during the read.
+    #[inline]
+    fn read_slot<const PLANT: Plant>(&self, i: usize) -> Option<(u64, ParamWords)> {
+        let slot = &self.slots[i];
+        // Acquire: a later writer's odd `seq` is seen before that writer's words.
+        let seq = slot.seq.load(Ordering::Acquire);
+        if seq & 1 == 1 {
+            return None;
+        }
+        // Relaxed: validated by the `seq` reload below.
+        let words = [0, 1, 2, 3].map(|w| slot.words[w].load(Ordering::Relaxed));
+        let version = (seq + i as u64).wrapping_sub(2);
+        if PLANT == READER_SKIPS_RECHECK {
+            return Some((version, words));
+        }
+        // Acquire fence: pairs with the writer's Release fence, so a word from a later writer
+        // makes the reload see its odd `seq`.
+        fence(Ordering::Acquire);
+        // Relaxed: ordered after the word loads by the fence.
+        (slot.seq.load(Ordering::Relaxed) == seq).then_some((version, words))
+    }
+
+    /// Publishes `words`; returns their version. The caller holds the writer lock (one
+    /// writer at a time).
+    pub(crate) fn write(&self, words: ParamWords) -> u64 {
+        self.write_planted::<SOUND>(words)
+    }
+
+    pub(crate) fn write_planted<const PLANT: Plant>(&self, words: ParamWords) -> u64 {
+        // Relaxed: only writers store `version`, and they hold the writer lock.
+        let version = self.version.load(Ordering::Relaxed);
+        let slot = &self.slots[((version + 1) & 1) as usize];
+        // Relaxed: only writers store `seq`, under the lock.
+        let seq = slot.seq.load(Ordering::Relaxed);
+        // Relaxed: the Release fence below orders it before the words.
+        slot.seq.store(seq + 1, Ordering::Relaxed);
+        if PLANT != WRITER_SKIPS_FENCE {
+            // Release fence: pairs with the reader's Acquire fence (see the module's orderings).
+            fence(Ordering::Release);
+        }
+        for (word, value) in slot.words.iter().zip(words) {
+            // Relaxed: a reader validates them with `seq`.
+            word.store(value, Ordering::Relaxed);
+        }
+        // Release: a reader that sees the even `seq` sees these words.
+        slot.seq.store(seq + 2, Ordering::Release);
+        // Release: a reader that sees the new version sees the filled slot.
+        self.version.store(version + 1, Ordering::Release);
+        version + 1
+    }
+}
+
+/// A limiter whose quota can be replaced while it runs, with [`Live::set_quota`].
+///
+/// Readers never wait: a request reads the current parameters from a two-slot cell (a few
+/// loads more than the fixed-quota [`RateLimiter`](crate::RateLimiter), and nothing else);
+/// a change writes the other slot and publishes it. Limiters that never change their quota
+/// are the plain [`RateLimiter`](crate::RateLimiter)s and pay nothing for this.
+///
+/// What a change does, by algorithm:
+///
+/// | limiter | on `set_quota` |
+/// |---|---|
+/// | token bucket | the tokens used carry over, counted in tokens: a bucket that had used `u` tokens has used `min(u, new burst)` of the new one (a fraction of a token carries too). Full stays full, empty stays empty. |
+/// | fixed window | the window's count carries over; the new limit applies to it at once. The period cannot change ([`QuotaError::PeriodFixed`]). |
+/// | sliding window | the slots' counts carry over; the new limit applies to their sum at once. The period cannot change. |
+///
+/// So a loosened quota takes effect at once, a tightened one never lets a client through that
+/// the new quota would deny once a period has passed (until then, what was used under the old
+/// quota is counted, up to the new burst), and a change never refills anything. A request
+/// that races a change is judged under the old quota on the state before it, under the new
+/// quota on the carried state, or more strictly than both; never less.
+///
+/// A live token bucket keeps the tick of its first quota (see [`Quota::is_exact`]): a later
+/// quota whose interval is not a whole number of those ticks is rounded up to one, so it runs
+/// slow by less than one tick per token, never fast; its tick is at most 1/16 ns (bit 63 of
+/// its word says which parameters the rest is counted in). A live window gives its count
+/// every bit the window number leaves over, so every valid quota of its period fits.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, LiveTokenBucket, ManualClock, Quota};
+///
+/// let clock = ManualClock::new();
+/// let bucket = LiveTokenBucket::with_clock(Quota::per_second(10)?, clock.clone());
+/// assert!(bucket.try_acquire_n(10).is_allowed()); // drained
+///
+/// bucket.set_quota(Quota::per_second(100)?)?; // loosened: at once
+/// assert!(bucket.try_acquire_n(90).is_allowed()); // 10 of 100 used
+/// assert!(!bucket.try_acquire().is_allowed());
+///
+/// bucket.set_quota(Quota::per_second(1)?)?; // tightened: empty under the new quota
+/// assert_eq!(bucket.try_acquire().retry_after(), Some(Duration::from_secs(1)));
+/// assert_eq!(bucket.quota(), Quota::per_second(1)?);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub struct Live<A: Retune, C = DefaultClock> {
+    state: A::State,
+    params: ParamCell,
+    /// The current quota, and the lock that makes one change at a time.
+    writer: Mutex<Quota>,
+    clock: C,
+}
+
+impl<A: Retune, C: fmt::Debug> fmt::Debug for Live<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Live")
+            .field("quota", &self.quota())
+            .field("state", &self.state)
+            .field("clock", &self.clock)
+            .finish()
+    }
+}
+
+/// A live token bucket: a [`TokenBucket`](crate::TokenBucket) whose quota can change.
+pub type LiveTokenBucket<C = DefaultClock> = Live<crate::algo::token_bucket::Gcra, C>;
+/// A live fixed window: a [`FixedWindow`](crate::FixedWindow) whose limit can change.
+pub type LiveFixedWindow<C = DefaultClock> = Live<crate::algo::fixed_window::Fixed, C>;
+/// A live sliding-window counter: a [`SlidingWindow`](crate::SlidingWindow) of the default
+/// slots whose limit can change.
+pub type LiveSlidingWindow<C = DefaultClock> = Live<crate::algo::sliding_window::Sliding, C>;
+
+impl<A: Retune + AlwaysFits> Live<A> {
+    /// A live limiter on the default [`MonotonicClock`](crate::MonotonicClock).
+    ///
+    /// # Panics
+    /// Never for the token bucket; a window whose quota's count and window number do not
+    /// fit one word is refused by [`Live::try_with_clock`] instead (this constructor exists
+    /// only where every quota fits).
+    ///
+    /// ```
+    /// use tollgate::{Limiter, LiveTokenBucket, Quota};
+    /// let bucket = LiveTokenBucket::new(Quota::per_second(100)?);
+    /// assert!(bucket.try_acquire().is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(quota: Quota) -> Self {
+        Self::with_clock(quota, crate::MonotonicClock::new())
+    }
+}
+
+impl<A: Retune + AlwaysFits, C: Clock> Live<A, C> {
+    /// A live limiter that reads time from `clock`.
+    ///
+    /// ```
+    /// use tollgate::{LiveFixedWindow, ManualClock, Quota};
+    /// let window = LiveFixedWindow::with_clock(Quota::per_minute(60)?, ManualClock::new());
+    /// # let _ = window;
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        match Self::try_with_clock(quota, clock) {
+            Ok(live) => live,
+            Err(_) => unreachable!("a validated quota fits every `AlwaysFits` algorithm"),
+        }
+    }
+}
+
+impl<A: Retune, C: Clock> Live<A, C> {
+    /// A live limiter that reads time from `clock`, or why `quota` does not fit.
+    ///
+    /// # Errors
+    /// What [`Algo::params`] refuses for this algorithm.
+    ///
+    /// ```
+    /// use tollgate::{LiveSlidingWindow, ManualClock, Quota};
+    /// assert!(LiveSlidingWindow::try_with_clock(Quota::per_second(5)?, ManualClock::new()).is_ok());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        let params = A::live_params(&quota)?;
+        Ok(Live {
+            state: A::state(&params)?,
+            params: ParamCell::new(A::pack(&params)),
+            writer: Mutex::new(quota),
+            clock,
+        })
+    }
+
+    /// Replaces the quota. Requests that read the parameters after this returns are decided
+    /// under `quota`; what the state has counted carries over (see [`Live`]). Changes are made
+    /// one at a time; requests never wait for one.
+    ///
+    /// # Errors
+    /// Why this limiter cannot take `quota` (a window's new period, a limit too large for the
+    /// count field, a token bucket rate too fine for its tick): the limiter keeps its quota.
+    ///
+    /// ```
+    /// use tollgate::{Limiter, LiveFixedWindow, ManualClock, Quota, QuotaError};
+    /// let window = LiveFixedWindow::with_clock(Quota::per_second(5)?, ManualClock::new());
+    /// assert!(window.try_acquire_n(5).is_allowed());
+    /// window.set_quota(Quota::per_second(8)?)?; // the 5 counted stay counted
+    /// assert_eq!(window.try_acquire().remaining(), 2);
+    /// assert!(matches!(
+    ///     window.set_quota(Quota::per_minute(8)?),
+    ///     Err(QuotaError::PeriodFixed { .. })
+    /// ));
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        let mut current = self.lock();
+        let old = A::unpack(self.params.read());
+        let new = A::retune(&old, &current, &quota)?;
+        A::publish(
+            &self.state,
+            &self.params,
+            &old,
+            &new,
+            self.clock.now_nanos(),
+        );
+        *current = quota;
+        Ok(())
+    }
+
+    /// [`Limiter::try_acquire_n`] under a chosen protocol (the loom models plant defects).
+    #[inline]
+    fn acquire_planted<const PLANT: Plant>(&self, n: u64) -> Decision {
+        A::acquire_live::<PLANT>(&self.state, &self.params, self.clock.now_nanos(), n)
+    }
+}
+
+impl<A: Retune, C> Live<A, C> {
+    /// The quota in force.
+    ///
+    /// ```
+    /// use tollgate::{LiveTokenBucket, ManualClock, Quota};
+    /// let bucket = LiveTokenBucket::with_clock(Quota::per_second(5)?, ManualClock::new());
+    /// bucket.set_quota(Quota::per_minute(7)?)?;
+    /// assert_eq!(bucket.quota(), Quota::per_minute(7)?);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn quota(&self) -> Quota {
+        *self.lock()
+    }
+
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Quota> {
+        // A panic while holding the lock leaves the quota as it was or as set: never torn.
+        self.writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl<A: Retune, C: Clock> Limiter for Live<A, C> {
+    #[inline]
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        self.acquire_planted::<SOUND>(n)
+    }
+
+    #[inline]
+    fn peek(&self, n: u64) -> Decision {
+        A::peek_live(&self.state, &self.params, self.clock.now_nanos(), n)
+    }
+
+    fn refund(&self, n: u64) -> u64 {
+        A::refund_live(&self.state, &self.params, self.clock.now_nanos(), n)
+    }
+}
+
+/// The parameter cell and the live token bucket for the loom models
+/// (`loom-tests/tests/live.rs`): the real code, and each planted defect as the real code with
+/// one const parameter changed.
+#[cfg(tollgate_loom)]
+pub mod loom_model {
+    use super::{
+        Live, ParamCell, ParamWords, READER_IGNORES_VERSION, READER_SKIPS_RECHECK, SOUND,
+        WRITER_SKIPS_FENCE,
+    };
+    use crate::algo::token_bucket::Gcra;
+    use crate::clock::ManualClock;
+    use crate::quota::Quota;
+
+    /// Which protocol the model runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum LivePlant {
+        /// The protocol of `live.rs`.
+        Sound,
+        /// Defect: the cell's reader keeps its words without re-checking `seq`.
+        ReaderSkipsRecheck,
+        /// Defect: the cell's writer stores the words with no fence after the odd `seq`.
+        WriterSkipsFence,
+        /// Defect: the token bucket judges a word under whatever parameters it read.
+        ReaderIgnoresVersion,
+    }
+
+    /// A parameter cell under a chosen protocol.
+    #[derive(Debug)]
+    pub struct CellModel(ParamCell, LivePlant);
+
+    impl CellModel {
+        /// A cell holding `words`.
+        pub fn new(words: ParamWords, plant: LivePlant) -> Self {
+            CellModel(ParamCell::new(words), plant)
+        }
+
+        /// One read.
+        pub fn read(&self) -> ParamWords {
+            match self.1 {
+                LivePlant::ReaderSkipsRecheck => self.0.read_versioned::<READER_SKIPS_RECHECK>().1,
+                _ => self.0.read_versioned::<SOUND>().1,
+            }
+        }
+
+        /// One write (the model runs one writer thread).
+        pub fn write(&self, words: ParamWords) {
+            match self.1 {
+                LivePlant::WriterSkipsFence => self.0.write_planted::<WRITER_SKIPS_FENCE>(words),
+                _ => self.0.write_planted::<SOUND>(words),
+            };
+        }
+    }
+
+    /// A live token bucket on a manual clock, its changes under a chosen protocol.
+    #[derive(Debug)]
+    pub struct LiveModel(Live<Gcra, ManualClock>, LivePlant);
+
+    impl LiveModel {
+        /// A live token bucket of `quota`.
+        pub fn token_bucket(quota: Quota, clock: ManualClock, plant: LivePlant) -> Self {
+            LiveModel(Live::with_clock(quota, clock), plant)
+        }
+
+        /// A request of cost `n`: whether it was admitted.
+        pub fn acquire(&self, n: u64) -> bool {
+            let decision = match self.1 {
+                LivePlant::ReaderIgnoresVersion => {
+                    self.0.acquire_planted::<READER_IGNORES_VERSION>(n)
+                }
+                _ => self.0.acquire_planted::<SOUND>(n),
+            };
+            decision.is_allowed()
+        }
+
+        /// A quota change.
+        pub fn set_quota(&self, quota: Quota) {
+            self.0.set_quota(quota).expect("a model's quota fits");
+        }
+    }
+}
