@@ -88,7 +88,8 @@ pub trait Limiter: Send + Sync {
     /// |---|---|
     /// | token bucket | moves `tat` back by `n` tokens, never before now (so never above the burst) |
     /// | fixed window | lowers the current window's count by up to `n`; nothing once the window has moved on |
-    /// | sliding window, sliding log | nothing (returns 0): see below |
+    /// | sliding window | lowers the current slot's count by up to `n`; nothing once the slot has ended |
+    /// | sliding log | nothing (returns 0): see below |
     ///
     /// Where it cannot be exact: a limiter's state does not record when each unit was
     /// charged. A token bucket that has refilled completely since the charge already had the
@@ -96,10 +97,12 @@ pub trait Limiter: Send + Sync {
     /// a charge made in the current window from one made in an earlier window while another
     /// request has already started the current one; refunding the latter would let the current
     /// window admit `n` more than its limit. So refund right after the charge, in the same
-    /// window (as [`Limits`](crate::Limits) does with its own receipts). The sliding
-    /// algorithms spread a charge over slots or log entries that a count alone cannot take
-    /// back without letting a later period admit more than its limit: they refund nothing.
-    /// The default, for limiters written elsewhere, refunds nothing.
+    /// window (as [`Limits`](crate::Limits) does with its own receipts); the sliding window
+    /// likewise, in the same slot (a refund that races the slot's end may be lost: counted,
+    /// never an extra admission). The sliding log keeps one time per admission in a ring of
+    /// exactly `limit` entries, so the entry a refund would drop has already been overwritten
+    /// by a newer one: it refunds nothing. The default, for limiters written elsewhere,
+    /// refunds nothing.
     ///
     /// ```
     /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};

@@ -226,3 +226,38 @@ fn ring_write_after_cas_mutant_is_caught() {
         rollover_racing_admissions(late_ring2),
     );
 }
+
+/// Limit 3, slot 1 holds 1. One thread takes 2 more while another refunds 1, both in slot
+/// 1: in either serial order the take passes, the refund gives 1 back and 1 is left; so in
+/// every interleaving (a refund that overwrote the head instead of compare-exchanging it
+/// would lose the take, leaving 3).
+fn refund_racing_an_admission<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let clock = ManualClock::new();
+        clock.set(SLOT1);
+        let limiter = loom::sync::Arc::new(make(clock.clone()));
+        assert!(limiter.try_acquire().is_allowed());
+        let taker = {
+            let limiter = limiter.clone();
+            loom::thread::spawn(move || limiter.try_acquire_n(2).is_allowed())
+        };
+        let given = limiter.refund(1);
+        assert!(taker.join().unwrap(), "the take was denied");
+        assert_eq!(given, 1, "the refund gave back {given}");
+        assert_eq!(limiter.peek(0).remaining(), 1, "a charge was lost or kept");
+    }
+}
+
+#[test]
+fn a_refund_racing_an_admission_loses_neither() {
+    model(
+        "sliding_window/refund racing admission",
+        refund_racing_an_admission(real3),
+    );
+    model(
+        "sliding_window/refund racing admission (twin)",
+        refund_racing_an_admission(twin3),
+    );
+}

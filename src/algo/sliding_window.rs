@@ -238,6 +238,23 @@ impl Algo for Sliding {
         let ring = |i: usize| s.ring[i].load(Ordering::Relaxed);
         decide(g, head, ring, now_ns, n).0
     }
+
+    /// The head slot's count down by up to `n`, while now is in the head's slot; nothing once
+    /// the head slot has ended (its count is final, perhaps already in the ring).
+    fn refund(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> u64 {
+        // Relaxed load and CAS: the refund publishes nothing, and as a read-modify-write it
+        // continues the release sequence of the head's last move. A mover racing it may
+        // write the slot's count from before the refund into the ring (`fetch_max` keeps the
+        // larger): the refund is then lost, never an admission gained.
+        let (given, _) = update(
+            &s.head,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |head| super::fixed_window::refunded(&g.p, head, now_ns, n),
+        );
+        given
+    }
 }
 
 impl AlwaysFits for Sliding {}

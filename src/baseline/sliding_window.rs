@@ -94,6 +94,20 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
         let mut copy = lock(&self.slots).clone();
         self.answer(&mut copy, now_ns, n)
     }
+
+    fn refund(&self, n: u64) -> u64 {
+        let slot = clamp(self.clock.now_nanos()) / self.slot_len;
+        let mut slots = lock(&self.slots);
+        match slots.back_mut() {
+            // The newest slot, while now is in it (or before it: time went back).
+            Some((e, c)) if *e >= slot => {
+                let given = n.min(*c);
+                *c -= given;
+                given
+            }
+            _ => 0, // a later slot: nothing of it was charged yet
+        }
+    }
 }
 
 impl<C> MutexSlidingWindow<C> {
