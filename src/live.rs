@@ -1,31 +1,34 @@
 //! Live quota changes: [`Live`], a limiter whose quota is replaced while requests run.
 //!
-//! # Parameter cell
+//! # Words
 //!
-//! | word                   | meaning                                                          |
-//! |------------------------|------------------------------------------------------------------|
-//! | `version`              | quotas published so far; the current one is in `slots[version % 2]` |
-//! | `slots[i].seq`         | even: slot `i` holds a whole parameter set; odd: being written   |
-//! | `slots[i].words[0..4]` | the algorithm's parameters, packed by [`Retune::pack`]           |
+//! | word                   | bits    | meaning                                                 |
+//! |------------------------|---------|---------------------------------------------------------|
+//! | `version`              | 0..=63  | quotas published so far; the current one is in `slots[version % 2]` |
+//! | `slots[i].seq`         | 0..=63  | even: slot `i` holds version `seq - 2 + i`, whole; odd: being written |
+//! | `slots[i].words[0..4]` | 0..=63  | that version's parameters, packed by [`Retune::pack`]   |
+//! | token bucket's word    | 63      | parity of the version its `tat` is counted in           |
+//! |                        | 0..=62  | `tat`, in ticks of the first quota (at most 16 per ns)  |
 //!
 //! # Invariant
 //!
-//! One writer at a time (under the `writer` lock) fills the slot that is not current and only
-//! then publishes it by moving `version` on; it never writes the current slot. A reader loads
-//! `version`, reads that slot's words between two loads of its `seq`, and keeps them only if
-//! `seq` was even and unchanged: the words were then one whole published set. A reader
-//! retries only when two later quotas were published while it read (the second rewrites its
-//! slot), so readers never wait for a writer: the read is lock-free.
+//! One writer at a time (the `writer` lock) fills the slot that is not current, then moves
+//! `version` on; it never writes the current slot. A reader keeps a slot's words only if its
+//! `seq` was even and unchanged around them: one whole published set. It retries only when
+//! two quotas were published while it read, so readers never wait for a writer (lock-free).
+//! A token bucket's change publishes, then carries the word to the new version; a request
+//! loads the word, then the parameters, and decides under the version the word is counted
+//! in: the current one, or the previous one if the change has not carried the word yet (its
+//! slot stays whole until the next change, which waits for this one); if that is gone too, the
+//! word has been carried since, and the request loads it again.
 //!
 //! # Orderings
 //!
 //! Writer: `seq` to odd (`Relaxed`), a `Release` fence, the words (`Relaxed`), `seq` to even
-//! (`Release`), `version` (`Release`). Reader: `version` `Acquire` (pairs with the `version`
-//! store: the slot's words and even `seq` are visible), `seq` `Acquire`, the words `Relaxed`,
-//! an `Acquire` fence, `seq` again `Relaxed`. If a word read saw a later writer's store, the
-//! fences pair and the second `seq` load sees that writer's odd `seq` (or later): the torn read
-//! is discarded. This is the seqlock of Boehm, "Can seqlocks get along with programming
-//! language memory models?" (2012), on two slots.
+//! and `version` (`Release`); the carried word `Release`. Reader: the bucket's word `Acquire`,
+//! `version` `Acquire`, `seq` `Acquire`, the words `Relaxed`, an `Acquire` fence, `seq` again
+//! `Relaxed` (Boehm's seqlock, "Can seqlocks get along with programming language memory
+//! models?", 2012, on two slots): a word from a later writer makes the second `seq` differ.
 
 use core::fmt;
 
@@ -104,7 +107,8 @@ pub trait Retune: Algo {
     fn unpack(words: ParamWords) -> Self::Params;
 }
 
-/// Which protocol a change runs: the sound one, or a planted defect for the loom models.
+/// Which protocol the cell or a request runs: the sound one, or a planted defect for the loom
+/// models.
 pub type Plant = u8;
 /// The protocol of this file.
 pub(crate) const SOUND: Plant = 0;
