@@ -265,8 +265,11 @@ impl ParamCell {
 /// A live token bucket keeps the tick of its first quota (see [`Quota::is_exact`]): a later
 /// quota whose interval is not a whole number of those ticks is rounded up to one, so it runs
 /// slow by less than one tick per token, never fast; its tick is at most 1/16 ns (bit 63 of
-/// its word says which parameters the rest is counted in). A live window gives its count
-/// every bit the window number leaves over, so every valid quota of its period fits.
+/// its word says which parameters the rest is counted in), so a first quota above 16 per ns
+/// runs at 16 per ns. A later quota of more than one token per tick is refused
+/// ([`QuotaError::RateTooHigh`]), as is one whose capacity in ticks would reach 2^62
+/// ([`QuotaError::BurstTooLarge`]). A live window gives its count every bit the window
+/// number leaves over, so every valid quota of its period fits.
 ///
 /// ```
 /// use std::time::Duration;
@@ -314,11 +317,7 @@ pub type LiveSlidingWindow<C = DefaultClock> = Live<crate::algo::sliding_window:
 impl<A: Retune + AlwaysFits> Live<A> {
     /// A live limiter on the default [`MonotonicClock`](crate::MonotonicClock).
     ///
-    /// # Panics
-    /// Never for the token bucket; a window whose quota's count and window number do not
-    /// fit one word is refused by [`Live::try_with_clock`] instead (this constructor exists
-    /// only where every quota fits).
-    ///
+
     /// ```
     /// use tollgate::{Limiter, LiveTokenBucket, Quota};
     /// let bucket = LiveTokenBucket::new(Quota::per_second(100)?);
@@ -351,7 +350,8 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// A live limiter that reads time from `clock`, or why `quota` does not fit.
     ///
     /// # Errors
-    /// What [`Algo::params`] refuses for this algorithm.
+    /// What the algorithm's fixed-quota limiter refuses for `quota` ([`Algo::params`]); the
+    /// three live algorithms take every validated quota.
     ///
     /// ```
     /// use tollgate::{LiveSlidingWindow, ManualClock, Quota};

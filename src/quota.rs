@@ -426,23 +426,29 @@ impl Quota {
 
     fn gcra_with(&self, burst: u64) -> Option<GcraParams> {
         let reduced = self.limit / gcd(self.limit, self.period_ns);
-        self.gcra_scaled(burst, reduced.min(MAX_SCALE))
+        self.gcra_scaled(burst, reduced.min(MAX_SCALE), false)
     }
 
     /// The token bucket's parameters in ticks of `1/scale` ns (`1 ≤ scale ≤ MAX_SCALE`): how a
     /// live bucket, whose ticks are fixed by its first quota, takes a later one.
     pub(crate) fn gcra_at_scale(&self, scale: u32) -> Option<GcraParams> {
-        self.gcra_scaled(self.burst, u64::from(scale))
+        self.gcra_scaled(self.burst, u64::from(scale), false)
     }
 
-    fn gcra_scaled(&self, burst: u64, scale: u64) -> Option<GcraParams> {
+    /// [`Quota::gcra_at_scale`], but a rate above one token per tick runs at one per tick
+    /// (slower, never faster): how a live bucket takes a first quota finer than its tick.
+    pub(crate) fn gcra_at_scale_or_slower(&self, scale: u32) -> Option<GcraParams> {
+        self.gcra_scaled(self.burst, u64::from(scale), true)
+    }
+
+    fn gcra_scaled(&self, burst: u64, scale: u64, or_slower: bool) -> Option<GcraParams> {
         debug_assert!((1..=MAX_SCALE).contains(&scale));
         // interval = period / limit in ticks of 1/scale ns, rounded up (exact when scale is
         // the reduced denominator).
         let interval =
             (u128::from(self.period_ns) * u128::from(scale)).div_ceil(u128::from(self.limit));
         // More than `scale` requests per ns would round the interval up by a whole factor.
-        if u128::from(self.period_ns) * u128::from(scale) < u128::from(self.limit) {
+        if !or_slower && u128::from(self.period_ns) * u128::from(scale) < u128::from(self.limit) {
             return None;
         }
         let capacity = interval.checked_mul(u128::from(burst))?;

@@ -344,3 +344,58 @@ fn changes_racing_requests_never_hand_out_more_than_the_burst() {
         assert_eq!(admitted, 10, "round {round}");
     }
 }
+
+#[test]
+fn a_first_quota_finer_than_the_tick_runs_at_one_token_a_tick() {
+    // 17 per ns: the live bucket ticks at most 16 times per ns, so it runs at 16 per ns.
+    let fine = Quota::new(17, Duration::from_nanos(1))
+        .unwrap()
+        .with_burst(32)
+        .unwrap();
+    let (b, clock) = bucket(fine);
+    assert!(b.try_acquire_n(32).is_allowed());
+    clock.advance(Duration::from_nanos(1));
+    assert!(b.try_acquire_n(16).is_allowed());
+    assert!(
+        !b.try_acquire().is_allowed(),
+        "never faster than one token a tick"
+    );
+    assert_eq!(b.quota(), fine);
+}
+
+#[test]
+fn a_bucket_refusal_says_what_does_not_fit_its_tick() {
+    // 3 per 7 s ticks 3 times per ns: 7 per 2 ns is more than a token a tick.
+    let (b, _) = bucket(Quota::new(3, Duration::from_secs(7)).unwrap());
+    assert!(matches!(
+        b.set_quota(Quota::new(7, Duration::from_nanos(2)).unwrap()),
+        Err(QuotaError::RateTooHigh { .. })
+    ));
+    // One per 2^57 ns is 3 × 2^57 ticks a token: a burst of 11 would pass 2^62 ticks (a
+    // fixed-quota bucket, ticking once per ns, takes up to 31).
+    let slow = Quota::new(1, Duration::from_nanos(1 << 57)).unwrap();
+    assert_eq!(
+        b.set_quota(slow.with_burst(11).unwrap()),
+        Err(QuotaError::BurstTooLarge { burst: 11, max: 10 })
+    );
+    assert!(b.set_quota(slow.with_burst(10).unwrap()).is_ok());
+}
+
+#[test]
+fn a_zero_cost_passes_on_a_window_counting_above_its_lowered_limit() {
+    let clock = ManualClock::new();
+    let fixed = LiveFixedWindow::with_clock(Quota::per_second(5).unwrap(), clock.clone());
+    let sliding = LiveSlidingWindow::with_clock(Quota::per_second(5).unwrap(), clock.clone());
+    for w in [&fixed as &dyn Limiter, &sliding] {
+        assert!(w.try_acquire_n(5).is_allowed());
+    }
+    fixed.set_quota(Quota::per_second(2).unwrap()).unwrap();
+    sliding.set_quota(Quota::per_second(2).unwrap()).unwrap();
+    for w in [&fixed as &dyn Limiter, &sliding] {
+        let zero = w.try_acquire_n(0);
+        assert!(zero.is_allowed(), "{zero:?}");
+        assert_eq!((zero.remaining(), zero.retry_after()), (0, None));
+        assert_eq!(w.peek(0), zero);
+        assert!(!w.try_acquire().is_allowed());
+    }
+}

@@ -11,6 +11,7 @@
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
 //! | `leased`         | `Leased` (up to 4 virtual threads, give-backs, thread exits) vs `MutexTokenBucket`: every admission within burst + rate × time + `max_overshoot()` over each stretch of non-decreasing readings; give-backs never above the burst; at most the burst at one instant (its own [`leased::LeasedOp`]s) |
 //! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded) = a `HashMap` of mutex twins on every decision, eviction count and `len()` (its own [`keyed::KeyedOp`]s) |
+//! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
 //! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, and the two
@@ -25,6 +26,7 @@ mod differential;
 pub mod invariants;
 pub mod keyed;
 pub mod leased;
+pub mod live;
 pub mod model;
 pub mod quota;
 
@@ -270,12 +272,13 @@ pub fn run(target: &str, data: &[u8]) {
         "sliding_log" => sliding_log::run(data),
         "keyed" => keyed::run(data),
         "leased" => leased::run(data),
+        "live" => live::run(data),
         _ => panic!("unknown fuzz target {target}"),
     }
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 7] = [
+pub const TARGETS: [&str; 8] = [
     "quota",
     "token_bucket",
     "fixed_window",
@@ -283,4 +286,5 @@ pub const TARGETS: [&str; 7] = [
     "sliding_log",
     "keyed",
     "leased",
+    "live",
 ];

@@ -76,6 +76,11 @@ fn leased_corpus() {
 }
 
 #[test]
+fn live_corpus() {
+    replay("live");
+}
+
+#[test]
 fn every_target_has_a_test_above() {
     assert_eq!(
         tollgate_fuzz::TARGETS,
@@ -86,7 +91,8 @@ fn every_target_has_a_test_above() {
             "sliding_window",
             "sliding_log",
             "keyed",
-            "leased"
+            "leased",
+            "live"
         ]
     );
 }

@@ -64,27 +64,18 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
             window_end.saturating_sub(now_ns)
         }
     };
-    // `saturating_sub`: a live window whose limit was lowered may hold a count above it.
+    // Saturating: a live window whose limit was lowered may hold a count above it (and a
+    // zero cost still passes).
+    let left = p.limit.saturating_sub(count);
     if n > p.limit {
-        return (
-            Decision::exceeds(p.limit.saturating_sub(count), reset(count)),
-            None,
-        );
+        return (Decision::exceeds(left, reset(count)), None);
     }
-    if count + n <= p.limit {
+    if n <= left {
         let write = (n != 0).then_some(window << p.count_bits | (count + n));
-        (
-            Decision::allowed(p.limit - count - n, reset(count + n)),
-            write,
-        )
+        (Decision::allowed(left - n, reset(count + n)), write)
     } else {
         (
-            Decision::denied(
-                p.limit.saturating_sub(count),
-                now_ns,
-                window_end,
-                reset(count),
-            ),
+            Decision::denied(left, now_ns, window_end, reset(count)),
             None,
         )
     }

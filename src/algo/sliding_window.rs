@@ -131,7 +131,9 @@ pub fn decide(
     if n > p.limit {
         return (Decision::exceeds(remaining, reset(newest)), None);
     }
-    if total + n <= p.limit {
+    // `remaining`, not `total + n <= limit`: a live window whose limit was lowered may count
+    // more than it, and a zero cost still passes.
+    if n <= remaining {
         if n == 0 {
             return (Decision::allowed(remaining, reset(newest)), None);
         }

@@ -337,24 +337,53 @@ fn live_update<T, const PLANT: Plant>(
     }
 }
 
+/// Why a live bucket ticking `scale` times per ns cannot take `quota`: a rate above one token
+/// per tick, or a capacity of 2^62 ticks or more (a burst too large, or a single token's
+/// interval that long: a period too long for the tick).
+#[cfg(feature = "std")]
+fn refusal(quota: &Quota, scale: u32) -> QuotaError {
+    let (limit, period) = (u128::from(quota.limit()), quota.period());
+    let ticks = u128::from(quota.period_ns()) * u128::from(scale);
+    if ticks < limit {
+        return QuotaError::RateTooHigh {
+            limit: quota.limit(),
+            period,
+        };
+    }
+    let interval = ticks.div_ceil(limit);
+    let max = ((1u128 << 62) - 1) / interval;
+    if max == 0 {
+        // The longest period whose one token's interval still fits: (2^62 - 1) ticks a token.
+        let longest = ((1u128 << 62) - 1) * limit / u128::from(scale);
+        return QuotaError::PeriodTooLong {
+            period,
+            max: core::time::Duration::from_nanos(longest.min(u128::from(u64::MAX)) as u64),
+        };
+    }
+    QuotaError::BurstTooLarge {
+        burst: quota.burst(),
+        max: max as u64,
+    }
+}
+
 #[cfg(feature = "std")]
 impl crate::live::Retune for Gcra {
-    /// The quota's own tick, or 1/16 ns if it is finer.
+    /// The quota's own tick, or 1/16 ns if it is finer (a rate above 16 per ns then runs at
+    /// 16 per ns: slower, never faster).
     fn live_params(quota: &Quota) -> Result<GcraParams, QuotaError> {
         let p = Self::params(quota)?;
         if p.scale <= LIVE_MAX_SCALE {
             return Ok(p);
         }
-        Self::retune(&p, quota, quota)
+        quota
+            .gcra_at_scale_or_slower(LIVE_MAX_SCALE)
+            .ok_or_else(|| refusal(quota, LIVE_MAX_SCALE))
     }
 
     /// The new quota in the first quota's ticks.
     fn retune(current: &GcraParams, _: &Quota, to: &Quota) -> Result<GcraParams, QuotaError> {
-        to.gcra_at_scale(current.scale.min(LIVE_MAX_SCALE))
-            .ok_or(QuotaError::RateTooHigh {
-                limit: to.limit(),
-                period: to.period(),
-            })
+        to.gcra_at_scale(current.scale)
+            .ok_or_else(|| refusal(to, current.scale))
     }
 
     /// Publishes the new parameters, then carries the word to them (unless a request did).

@@ -2,10 +2,17 @@
 //! `[k·period, (k+1)·period)`, windows counted from the clock's zero. A reading in a window
 //! before that of the newest admission counts against the newest admission's window (time
 //! stands still for the limiter until the clock is back).
+//!
+//! A live window (`Live`'s documentation) keeps its counts when its limit changes, and the
+//! new limit applies to them at once: a lowered limit may find more counted than it allows,
+//! and then denies every cost above zero until the window ends. Its period never changes.
+//! A refund (`Limiter::refund`) lowers the count of the window that counts now by up to `n`,
+//! and gives nothing once a later window has begun.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use tollgate::Quota;
+use tollgate::{Quota, QuotaError};
 
 use crate::{Outcome, HORIZON};
 
@@ -44,19 +51,49 @@ impl FixedWindowModel {
                 ends_at.saturating_sub(now_ns)
             }
         };
-        let left = self.limit - count;
+        // A lowered limit may leave more counted than it allows: nothing is left then.
+        let left = self.limit.saturating_sub(count);
         if n > self.limit {
             return Outcome::exceeds(left, reset(count));
         }
+        // A zero cost always passes and takes nothing.
+        if n == 0 {
+            return Outcome::allowed(left, reset(count));
+        }
         if n <= left {
-            if n > 0 {
-                *self.admitted.entry(window).or_insert(0) += n;
-                self.newest_window = window;
-                // Older windows never count again.
-                self.admitted.retain(|&w, _| w >= window);
-            }
+            *self.admitted.entry(window).or_insert(0) += n;
+            self.newest_window = window;
+            // Older windows never count again.
+            self.admitted.retain(|&w, _| w >= window);
             return Outcome::allowed(left - n, reset(count + n));
         }
         Outcome::denied(left, now_ns, ends_at, reset(count))
+    }
+
+    /// A live window's change to `quota`: the new limit, or the period refused.
+    pub fn set_quota(&mut self, quota: &Quota) -> Result<(), QuotaError> {
+        let period = Duration::from_nanos(self.period);
+        if quota.period() != period {
+            return Err(QuotaError::PeriodFixed {
+                period: quota.period(),
+                fixed: period,
+            });
+        }
+        self.limit = quota.limit();
+        Ok(())
+    }
+
+    /// A refund of `n` units at clock reading `now_ns`: taken off the count of the window that
+    /// counts now, unless a later window has begun; the units given back.
+    pub fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        if now_ns.min(HORIZON) / self.period > self.newest_window {
+            return 0;
+        }
+        let Some(count) = self.admitted.get_mut(&self.newest_window) else {
+            return 0;
+        };
+        let given = n.min(*count);
+        *count -= given;
+        given
     }
 }

@@ -4,7 +4,10 @@
 //! plain collections, searches instead of closed forms where a search says it more plainly.
 //!
 //! Each model answers `acquire(now_ns, n)` with an [`Outcome`](crate::Outcome), the reading
-//! of the clock passed in as is (the model clamps it at the horizon itself).
+//! of the clock passed in as is (the model clamps it at the horizon itself). The token
+//! bucket, fixed window and sliding window models also answer `refund(now_ns, n)` and take
+//! `set_quota`: a live limiter's change of quota (`tollgate::Live`), its level carried over as
+//! documented there.
 
 mod fixed_window;
 mod sliding_log;

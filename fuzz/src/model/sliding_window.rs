@@ -3,8 +3,18 @@
 //! reading in a slot before that of the newest admission counts in the newest admission's
 //! slot (time stands still until the clock is back). `remaining` is `limit` minus what counts
 //! now; full capacity returns when the newest counted admission stops counting.
+//!
+//! A live sliding window (`Live`'s documentation) keeps its slots' counts when its limit
+//! changes, and the new limit applies to their sum at once: a lowered limit may find more
+//! counted than it allows, and then denies every cost above zero until enough has left. Its
+//! period never changes.
+//!
+//! A refund (`Limiter::refund`) lowers the count of the slot that counts now by up to `n`,
+//! and gives nothing once a later slot has begun.
 
-use tollgate::Quota;
+use std::time::Duration;
+
+use tollgate::{Quota, QuotaError};
 
 use crate::{Outcome, HORIZON};
 
@@ -12,6 +22,7 @@ use crate::{Outcome, HORIZON};
 #[derive(Clone, Debug)]
 pub struct SlidingWindowModel {
     limit: u64,
+    period: u64,
     slots: u64,
     slot_len: u64,
     /// (slot, units) of every admission still able to count, oldest first.
@@ -27,6 +38,7 @@ impl SlidingWindowModel {
         let slots = u64::from(slots);
         SlidingWindowModel {
             limit: quota.limit(),
+            period,
             slots,
             slot_len: period.div_ceil(slots),
             admitted: Vec::new(),
@@ -54,10 +66,8 @@ impl SlidingWindowModel {
     pub fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
         let slot = (now_ns.min(HORIZON) / self.slot_len).max(self.newest_slot);
         let total = self.counted(slot);
-        let left = self
-            .limit
-            .checked_sub(total)
-            .expect("never more than the limit counted");
+        // A lowered limit may leave more counted than it allows: nothing is left then.
+        let left = self.limit.saturating_sub(total);
         let reset = |model: &Self| {
             let newest = model
                 .admitted
@@ -89,5 +99,39 @@ impl SlidingWindowModel {
             .find(|&at| self.counted((at / self.slot_len).max(slot)) + n <= self.limit)
             .expect("once everything counted now has left, n ≤ limit fits");
         Outcome::denied(left, now_ns, pass_at, reset(self))
+    }
+
+    /// A live window's change to `quota`: the new limit, or the period refused.
+    pub fn set_quota(&mut self, quota: &Quota) -> Result<(), QuotaError> {
+        let period = Duration::from_nanos(self.period);
+        if quota.period() != period {
+            return Err(QuotaError::PeriodFixed {
+                period: quota.period(),
+                fixed: period,
+            });
+        }
+        self.limit = quota.limit();
+        Ok(())
+    }
+
+    /// A refund of `n` units at clock reading `now_ns` (`Limiter::refund`): taken off the
+    /// admissions of the slot that counts now, newest first, unless a later slot has begun;
+    /// the units given back.
+    pub fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        if now_ns.min(HORIZON) / self.slot_len > self.newest_slot {
+            return 0;
+        }
+        let mut given = 0;
+        for (e, units) in self.admitted.iter_mut().rev() {
+            if *e != self.newest_slot || given == n {
+                break;
+            }
+            let take = (n - given).min(*units);
+            *units -= take;
+            given += take;
+        }
+        // An admission refunded to nothing counts no more (nor for `reset_after`).
+        self.admitted.retain(|&(_, units)| units > 0);
+        given
     }
 }

@@ -1,0 +1,339 @@
+//! The live target: a limiter whose quota changes while it runs ([`tollgate::Live`]: the
+//! token bucket, the fixed window or the sliding window, chosen by the input) and the
+//! reference model of its algorithm ([`crate::model`]), on one stream of requests, peeks,
+//! refunds, clock moves (forwards and back) and quota changes, on the same [`ManualClock`].
+//! The model takes every change with its own `set_quota`: the level carried over as `Live`
+//! documents it, in plain arithmetic.
+//!
+//! Checked on every step:
+//! - every decision of `try_acquire_n` and of `peek` equal to the model's, all fields
+//!   (a peek against the model's answer on a copy of it, which charges nothing);
+//! - every `refund` giving back the model's count;
+//! - every `set_quota` accepted or refused as the model says, a refusal with the model's
+//!   typed error: [`QuotaError::PeriodFixed`] for a window asked for another period,
+//!   [`QuotaError::RateTooHigh`] for a bucket asked for more than one token per tick or a
+//!   capacity its ticks cannot hold;
+//! - `quota()` after every change: the new quota if accepted, the one in force if refused;
+//!   and a refused change leaves the next decision (a peek) as it was, and the model, left
+//!   unchanged, goes on agreeing.
+//!
+//! The token bucket model is exact for every quota (not only those that tick in whole ns): it
+//! reproduces the live bucket's tick, that of the first quota (`limit / gcd(limit, period)`
+//! ticks per ns, at most 16), and rounds every later quota's interval up to it,
+//! `ceil(period × ticks per ns / limit)` ticks.
+//!
+//! The quotas of the changes are drawn relative to the one in force (another limit over its
+//! period, its rate scaled, its limit over another period) or from any numbers; numbers that
+//! `Quota` itself refuses are the `quota` target's business and skipped here.
+
+use std::time::Duration;
+
+use arbitrary::{Arbitrary, Unstructured};
+use tollgate::{
+    Limiter, Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, ManualClock, Quota,
+    QuotaError, DEFAULT_SLOTS,
+};
+
+use crate::model::{FixedWindowModel, SlidingWindowModel, TokenBucketModel};
+use crate::{Cost, Num, Outcome, QuotaSpec, Span, MAX_OPS};
+
+/// Which live limiter.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum LiveKind {
+    /// `LiveTokenBucket`.
+    TokenBucket,
+    /// `LiveFixedWindow`.
+    FixedWindow,
+    /// `LiveSlidingWindow` (the default slots).
+    SlidingWindow,
+}
+
+/// A quota for a change, as numbers, most of them relative to the quota in force.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum QuotaChoice {
+    /// Another limit (and burst, if set) over the period in force: a window takes it.
+    Limit {
+        /// Requests per period.
+        limit: Num,
+        /// The burst, if set.
+        burst: Option<Num>,
+    },
+    /// The limit and burst in force times `num / (den + 1)`, over the period in force: a
+    /// tightened or loosened rate.
+    Scaled {
+        /// Numerator.
+        num: u8,
+        /// Denominator minus one.
+        den: u8,
+    },
+    /// The limit in force (and a burst, if set) over a span of the period in force:
+    /// `Span::Period` keeps it (`num = den + 1`) or takes a fraction or multiple of it. A
+    /// window refuses any other period.
+    Period {
+        /// The new period, relative to the one in force.
+        period: Span,
+        /// The burst, if set.
+        burst: Option<Num>,
+    },
+    /// Any numbers.
+    Any(QuotaSpec),
+}
+
+impl QuotaChoice {
+    /// The quota, if `Quota` accepts these numbers.
+    pub fn build(&self, current: &Quota) -> Option<Quota> {
+        let period_ns = nanos(current.period());
+        let scale = |v: u64, num: u8, den: u8| {
+            let scaled = u128::from(v) * u128::from(num) / (u128::from(den) + 1);
+            u64::try_from(scaled).unwrap_or(u64::MAX)
+        };
+        let (limit, period_ns, burst) = match *self {
+            QuotaChoice::Limit { limit, burst } => (limit.get(), period_ns, burst.map(Num::get)),
+            QuotaChoice::Scaled { num, den } => (
+                scale(current.limit(), num, den),
+                period_ns,
+                Some(scale(current.burst(), num, den)),
+            ),
+            QuotaChoice::Period { period, burst } => (
+                current.limit(),
+                period.nanos(period_ns),
+                burst.map(Num::get),
+            ),
+            QuotaChoice::Any(spec) => return spec.build(),
+        };
+        let quota = Quota::new(limit, Duration::from_nanos(period_ns)).ok()?;
+        match burst {
+            Some(burst) => quota.with_burst(burst).ok(),
+            None => Some(quota),
+        }
+    }
+}
+
+/// One step.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum LiveOp {
+    /// The clock moves forward (saturating), by a span of the period in force.
+    Advance(Span),
+    /// The clock moves backward (saturating at zero).
+    StepBack(Span),
+    /// `try_acquire_n`.
+    Acquire(Cost),
+    /// `peek`: the decision `try_acquire_n` would give, charging nothing.
+    Peek(Cost),
+    /// `refund`.
+    Refund(Cost),
+    /// `set_quota`.
+    SetQuota(QuotaChoice),
+}
+
+/// A whole input.
+#[derive(Debug)]
+pub struct Input {
+    /// The limiter.
+    pub kind: LiveKind,
+    /// Its first quota.
+    pub quota: QuotaSpec,
+    /// The steps.
+    pub ops: Vec<LiveOp>,
+}
+
+/// Decodes the limiter, its first quota and up to [`MAX_OPS`] steps; `None` if the bytes run
+/// out before the quota is complete.
+pub fn decode(data: &[u8]) -> Option<Input> {
+    let mut u = Unstructured::new(data);
+    let kind = LiveKind::arbitrary(&mut u).ok()?;
+    let quota = QuotaSpec::arbitrary(&mut u).ok()?;
+    let mut ops = Vec::new();
+    while ops.len() < MAX_OPS && !u.is_empty() {
+        match LiveOp::arbitrary(&mut u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    Some(Input { kind, quota, ops })
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("a validated period fits in u64 ns")
+}
+
+/// A live limiter, as the target drives it: [`Live`]'s own methods, for each of its three
+/// public types.
+trait LiveLimiter: Limiter {
+    fn set_quota(&self, quota: Quota) -> Result<(), QuotaError>;
+    fn quota(&self) -> Quota;
+}
+
+macro_rules! live_limiter {
+    ($($limiter:ty),*) => {$(
+        impl LiveLimiter for $limiter {
+            fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+                Live::set_quota(self, quota)
+            }
+
+            fn quota(&self) -> Quota {
+                Live::quota(self)
+            }
+        }
+    )*};
+}
+
+live_limiter!(
+    LiveTokenBucket<ManualClock>,
+    LiveFixedWindow<ManualClock>,
+    LiveSlidingWindow<ManualClock>
+);
+
+/// A reference model of a live limiter: a request, a refund and a change at a clock reading.
+trait LiveModel: Clone {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome;
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64;
+    fn set_quota(&mut self, quota: &Quota, now_ns: u64) -> Result<(), QuotaError>;
+}
+
+impl LiveModel for TokenBucketModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        TokenBucketModel::acquire(self, now_ns, n)
+    }
+
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        TokenBucketModel::refund(self, now_ns, n)
+    }
+
+    fn set_quota(&mut self, quota: &Quota, now_ns: u64) -> Result<(), QuotaError> {
+        TokenBucketModel::set_quota(self, quota, now_ns)
+    }
+}
+
+impl LiveModel for FixedWindowModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        FixedWindowModel::acquire(self, now_ns, n)
+    }
+
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        FixedWindowModel::refund(self, now_ns, n)
+    }
+
+    /// A window's count does not depend on the instant of the change.
+    fn set_quota(&mut self, quota: &Quota, _now_ns: u64) -> Result<(), QuotaError> {
+        FixedWindowModel::set_quota(self, quota)
+    }
+}
+
+impl LiveModel for SlidingWindowModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        SlidingWindowModel::acquire(self, now_ns, n)
+    }
+
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        SlidingWindowModel::refund(self, now_ns, n)
+    }
+
+    /// The slots' counts do not depend on the instant of the change.
+    fn set_quota(&mut self, quota: &Quota, _now_ns: u64) -> Result<(), QuotaError> {
+        SlidingWindowModel::set_quota(self, quota)
+    }
+}
+
+/// Runs the steps on `live` (made from `first` on `clock`) and on `model`.
+fn drive(
+    live: &dyn LiveLimiter,
+    mut model: impl LiveModel,
+    first: Quota,
+    ops: &[LiveOp],
+    clock: &ManualClock,
+) {
+    let mut quota = first;
+    let mut now: u64 = 0;
+    for (step, &op) in ops.iter().enumerate() {
+        let period_ns = nanos(quota.period());
+        match op {
+            LiveOp::Advance(span) => {
+                now = now.saturating_add(span.nanos(period_ns));
+                clock.set(Duration::from_nanos(now));
+            }
+            LiveOp::StepBack(span) => {
+                now = now.saturating_sub(span.nanos(period_ns));
+                clock.set(Duration::from_nanos(now));
+            }
+            LiveOp::Acquire(cost) => {
+                let n = cost.units();
+                let got = Outcome::from(live.try_acquire_n(n));
+                let expected = model.acquire(now, n);
+                assert_eq!(
+                    got, expected,
+                    "step {step}: {n} units at {now} ns under {quota:?}"
+                );
+            }
+            LiveOp::Peek(cost) => {
+                let n = cost.units();
+                let got = Outcome::from(live.peek(n));
+                let expected = model.clone().acquire(now, n);
+                assert_eq!(
+                    got, expected,
+                    "step {step}: peek of {n} units at {now} ns under {quota:?}"
+                );
+            }
+            LiveOp::Refund(cost) => {
+                let n = cost.units();
+                let got = live.refund(n);
+                let expected = model.refund(now, n);
+                assert_eq!(
+                    got, expected,
+                    "step {step}: refund of {n} units at {now} ns under {quota:?}"
+                );
+            }
+            LiveOp::SetQuota(choice) => {
+                let Some(new) = choice.build(&quota) else {
+                    continue;
+                };
+                let before = live.peek(1);
+                let got = live.set_quota(new);
+                let expected = model.set_quota(&new, now);
+                assert_eq!(
+                    got, expected,
+                    "step {step}: {quota:?} changed to {new:?} at {now} ns"
+                );
+                if got.is_ok() {
+                    quota = new;
+                } else {
+                    assert_eq!(
+                        live.peek(1),
+                        before,
+                        "step {step}: a refused change to {new:?} moved the level at {now} ns"
+                    );
+                }
+                assert_eq!(live.quota(), quota, "step {step}: quota() after {got:?}");
+            }
+        }
+    }
+}
+
+/// Decodes `data` and runs the stream; inputs whose first quota `Quota` refuses are the
+/// `quota` target's business and end here.
+///
+/// # Panics
+/// Wherever the live limiter and its model disagree.
+pub fn run(data: &[u8]) {
+    let Some(input) = decode(data) else { return };
+    let Some(quota) = input.quota.build() else {
+        return;
+    };
+    let clock = ManualClock::new();
+    let ops = &input.ops;
+    match input.kind {
+        LiveKind::TokenBucket => {
+            let live = LiveTokenBucket::with_clock(quota, clock.clone());
+            drive(&live, TokenBucketModel::live(&quota), quota, ops, &clock);
+        }
+        LiveKind::FixedWindow => {
+            let live = LiveFixedWindow::with_clock(quota, clock.clone());
+            drive(&live, FixedWindowModel::new(&quota), quota, ops, &clock);
+        }
+        LiveKind::SlidingWindow => {
+            let live = LiveSlidingWindow::with_clock(quota, clock.clone());
+            let model = SlidingWindowModel::new(&quota, DEFAULT_SLOTS);
+            drive(&live, model, quota, ops, &clock);
+        }
+    }
+}
