@@ -317,7 +317,6 @@ pub type LiveSlidingWindow<C = DefaultClock> = Live<crate::algo::sliding_window:
 impl<A: Retune + AlwaysFits> Live<A> {
     /// A live limiter on the default [`MonotonicClock`](crate::MonotonicClock).
     ///
-
     /// ```
     /// use tollgate::{Limiter, LiveTokenBucket, Quota};
     /// let bucket = LiveTokenBucket::new(Quota::per_second(100)?);

@@ -228,7 +228,10 @@ fn every_check_reads_the_clock_once() {
 
 #[test]
 fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
-    for round in 0..20u64 {
+    // Shorter under miri: 2 rounds of 2 threads (80 requests still ask for more than the
+    // fixed window's 60 + round).
+    let (rounds, threads) = if cfg!(miri) { (2, 2) } else { (20u64, 4) };
+    for round in 0..rounds {
         let clock = ManualClock::new();
         clock.advance(ms(round * 37));
         let members = [
@@ -239,7 +242,7 @@ fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
         let group = Limits::new(clock.clone(), members.clone()).unwrap();
         let admitted = AtomicU64::new(0);
         std::thread::scope(|s| {
-            for _ in 0..4 {
+            for _ in 0..threads {
                 s.spawn(|| {
                     for _ in 0..40 {
                         if group.try_acquire().is_allowed() {
@@ -290,7 +293,13 @@ fn no_member_goes_over_its_quota_while_time_moves() {
             .unwrap()
         })
         .collect();
-    let end = Duration::from_secs(2);
+    // Shorter under miri: 100 ms of clock, in which the global bucket can admit its burst of 10
+    // and 5 more.
+    let end = if cfg!(miri) {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(2)
+    };
     let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|t| {
@@ -330,5 +339,7 @@ fn no_member_goes_over_its_quota_while_time_moves() {
             assert!((j - i + 1) as u64 <= allowed, "{} in [{a}, {b}]", j - i + 1);
         }
     }
-    assert!(all.len() > 50, "only {} admitted", all.len());
+    // More than the burst: the bucket refilled while the threads ran.
+    let least = if cfg!(miri) { 11 } else { 50 };
+    assert!(all.len() > least, "only {} admitted", all.len());
 }

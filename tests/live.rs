@@ -142,12 +142,13 @@ fn a_live_bucket_answers_as_the_carried_reference_through_random_changes() {
         quota(5, 1_000, 20),
         quota(1_000, 60_000, 50),
     ];
-    for seed in 1..=8 {
+    // Shorter under miri, which is a thousand times slower.
+    for seed in 1..=if cfg!(miri) { 2 } else { 8 } {
         let mut rng = Rng(seed);
         let (b, clock) = bucket(quotas[0]);
         let mut reference = Reference::new(quotas[0]);
         let (mut admitted, mut denied) = (0, 0);
-        for step in 0..4_000 {
+        for step in 0..if cfg!(miri) { 400 } else { 4_000 } {
             match rng.below(10) {
                 0 => {
                     let q = quotas[rng.below(quotas.len() as u64) as usize];
@@ -168,7 +169,12 @@ fn a_live_bucket_answers_as_the_carried_reference_through_random_changes() {
                 }
             }
         }
-        assert!(admitted > 200 && denied > 200, "{admitted} / {denied}");
+        // Both outcomes are common: the comparison covered both.
+        let common = if cfg!(miri) { 20 } else { 200 };
+        assert!(
+            admitted > common && denied > common,
+            "{admitted} / {denied}"
+        );
     }
 }
 
@@ -182,7 +188,7 @@ fn once_idle_for_its_capacity_a_changed_bucket_is_a_fresh_one() {
     live.set_quota(new).unwrap();
     clock.advance(ms(500));
     let fresh = TokenBucket::with_clock(new, clock.clone());
-    for step in 0..2_000 {
+    for step in 0..if cfg!(miri) { 200 } else { 2_000 } {
         clock.advance(Duration::from_nanos(rng.below(200_000_000)));
         let n = rng.below(3);
         assert_eq!(live.try_acquire_n(n), fresh.try_acquire_n(n), "step {step}");
@@ -226,7 +232,7 @@ fn a_live_window_carries_its_count_and_takes_a_new_limit_at_once() {
     clock.set(Duration::from_secs(1));
     let fresh = FixedWindow::with_clock(Quota::per_second(2).unwrap(), clock.clone());
     let mut rng = Rng(3);
-    for step in 0..1_000 {
+    for step in 0..if cfg!(miri) { 100 } else { 1_000 } {
         clock.advance(Duration::from_nanos(rng.below(300_000_000)));
         let n = rng.below(3);
         assert_eq!(w.try_acquire_n(n), fresh.try_acquire_n(n), "step {step}");
@@ -250,7 +256,7 @@ fn a_live_sliding_window_sums_its_slots_under_the_new_limit() {
     clock.advance(Duration::from_secs(3));
     let fresh = SlidingWindow::with_clock(Quota::per_second(4).unwrap(), clock.clone());
     let mut rng = Rng(9);
-    for step in 0..1_000 {
+    for step in 0..if cfg!(miri) { 100 } else { 1_000 } {
         clock.advance(Duration::from_nanos(rng.below(200_000_000)));
         let n = rng.below(3);
         assert_eq!(
