@@ -22,7 +22,7 @@ use core::task::{Context, Poll, Waker};
 use std::sync::Arc;
 
 use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{HeaderName, Method, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode};
 use tollgate::Decision;
 use tower::{Layer, Service};
 
@@ -544,8 +544,10 @@ enum Verdict<R> {
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
-fn is_grpc<B>(req: &Request<B>) -> bool {
-    req.headers()
+/// Whether the request is gRPC, so that an answer must be a gRPC status. Asked only when the
+/// layer answers itself: an admission never looks.
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
@@ -570,7 +572,13 @@ fn answer<R: Default>(
 }
 
 impl<X, Bk: Backend> Config<X, Bk> {
-    fn policy(&self, path: &str) -> usize {
+    /// The index of the policy for a request to `uri`.
+    #[inline]
+    fn policy(&self, uri: &http::Uri) -> usize {
+        if self.policies.len() == 1 {
+            return 0; // the default policy alone: no path to look at
+        }
+        let path = uri.path();
         self.policies
             .iter()
             .position(|p| match &p.prefix {
@@ -582,11 +590,28 @@ impl<X, Bk: Backend> Config<X, Bk> {
             .unwrap_or(self.policies.len() - 1)
     }
 
-    /// What the backend's answer (or failure) means for this request.
+    /// What the backend's answer (or failure) means for the request with headers `req`.
+    #[inline]
     fn verdict<R: Default, E>(
         &self,
         policy: usize,
-        grpc: bool,
+        req: &HeaderMap,
+        result: Result<Decision, E>,
+    ) -> Verdict<R> {
+        match result {
+            // The common case, inline: an admission without headers renders and counts nothing.
+            Ok(d) if d.is_allowed() && self.header_mode != HeaderMode::Always => {
+                Verdict::Pass(None)
+            }
+            result => self.full_verdict(policy, req, result),
+        }
+    }
+
+    /// [`Config::verdict`] for every other outcome: headers to render, a denial, an error.
+    fn full_verdict<R: Default, E>(
+        &self,
+        policy: usize,
+        req: &HeaderMap,
         result: Result<Decision, E>,
     ) -> Verdict<R> {
         let decision = match result {
@@ -596,6 +621,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
                 return match self.on_error {
                     OnError::Allow => Verdict::Pass(None),
                     OnError::Reject(status) => {
+                        let grpc = is_grpc(req);
                         Verdict::Answer(answer(grpc, status, "14", "rate limiter unavailable"))
                     }
                 };
@@ -620,7 +646,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
         } else {
             StatusCode::TOO_MANY_REQUESTS
         };
-        let mut res = answer(grpc, status, "8", "rate limit exceeded");
+        let mut res = answer(is_grpc(req), status, "8", "rate limit exceeded");
         if self.header_mode == HeaderMode::Never {
             if let Some(r) = rendered.retry_after {
                 res.headers_mut().insert(http::header::RETRY_AFTER, r);
@@ -648,12 +674,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         let config = &*self.config;
         if config.exempt.contains(req.method()) {
             return ResponseFuture::inner(self.inner.call(req), None);
         }
-        let grpc = is_grpc(&req);
         let key = match config.extractor.extract(&req) {
             Some(key) => key,
             None => {
@@ -662,7 +687,7 @@ where
                     MissingKey::Allow => return ResponseFuture::inner(self.inner.call(req), None),
                     MissingKey::Reject(status) => {
                         return ResponseFuture::answer(answer(
-                            grpc,
+                            is_grpc(req.headers()),
                             *status,
                             "13",
                             "no rate-limit key",
@@ -672,19 +697,22 @@ where
                 }
             }
         };
-        let (req, cost) = match &config.cost {
-            None => (req, 1),
+        // The request stays where it is unless a cost function needs its parts: a request is
+        // a few hundred bytes, and every move of it is a copy.
+        let cost = match &config.cost {
+            None => 1,
             Some(f) => {
                 let (parts, body) = req.into_parts();
                 let cost = f(&parts);
-                (Request::from_parts(parts, body), cost)
+                req = Request::from_parts(parts, body);
+                cost
             }
         };
-        let policy = config.policy(req.uri().path());
+        let policy = config.policy(req.uri());
         let mut decision = config.policies[policy].backend.try_acquire(&key, cost);
         // An in-process backend is ready now: decide without a wake-up or a service clone.
         match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(result) => match config.verdict(policy, grpc, result) {
+            Poll::Ready(result) => match config.verdict(policy, req.headers(), result) {
                 Verdict::Pass(headers) => ResponseFuture::inner(self.inner.call(req), headers),
                 Verdict::Answer(res) => ResponseFuture::answer(res),
             },
@@ -702,7 +730,6 @@ where
                             service: ready,
                             config: Arc::clone(&self.config),
                             policy,
-                            grpc,
                         })),
                     },
                 }
@@ -717,7 +744,6 @@ struct Waiting<S, ReqB, X, Bk: Backend> {
     service: S,
     config: Arc<Config<X, Bk>>,
     policy: usize,
-    grpc: bool,
 }
 
 pin_project_lite::pin_project! {
@@ -782,6 +808,10 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Inner { future, headers } => {
+                    if headers.is_none() {
+                        // Nothing to add: the inner response passes through without a move.
+                        return future.poll(cx);
+                    }
                     let mut res = match future.poll(cx) {
                         Poll::Ready(Ok(res)) => res,
                         other => return other,
@@ -801,7 +831,7 @@ where
                         Poll::Pending => return Poll::Pending,
                     };
                     let w = *waiting.take().expect("polled after completion");
-                    let next = match w.config.verdict(w.policy, w.grpc, result) {
+                    let next = match w.config.verdict(w.policy, w.req.headers(), result) {
                         Verdict::Pass(headers) => {
                             let mut service = w.service;
                             State::Inner {

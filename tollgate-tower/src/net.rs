@@ -111,9 +111,36 @@ impl IpNet {
     /// assert!(net.contains("::ffff:127.0.0.1".parse().unwrap()));
     /// assert!(!net.contains("::1".parse().unwrap()));
     /// ```
+    #[inline]
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        ip.is_ipv4() == self.addr.is_ipv4() && mask(ip, self.prefix) == self.addr
+        match ip {
+            IpAddr::V4(ip) => self.contains_v4(ip),
+            IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+                Some(ip) => self.contains_v4(ip),
+                None => self.contains_v6(ip),
+            },
+        }
+    }
+
+    // `self.addr` has its host bits cleared already (every constructor masks it), so a
+    // network contains an address when the address masked to the prefix equals it.
+
+    /// [`IpNet::contains`] for an IPv4 address.
+    #[inline]
+    pub(crate) fn contains_v4(&self, ip: Ipv4Addr) -> bool {
+        match self.addr {
+            IpAddr::V4(net) => u32::from(ip) & v4_mask(self.prefix) == u32::from(net),
+            IpAddr::V6(_) => false,
+        }
+    }
+
+    /// [`IpNet::contains`] for an IPv6 address that is not IPv4-mapped.
+    #[inline]
+    pub(crate) fn contains_v6(&self, ip: Ipv6Addr) -> bool {
+        match self.addr {
+            IpAddr::V6(net) => u128::from(ip) & v6_mask(self.prefix) == u128::from(net),
+            IpAddr::V4(_) => false,
+        }
     }
 }
 
@@ -175,21 +202,28 @@ pub(crate) fn check_prefix(prefix: u8, max: u8) -> Result<u8, NetError> {
     Ok(prefix)
 }
 
+/// The IPv4 netmask of `prefix` bits (32 and more: all ones).
+#[inline]
+fn v4_mask(prefix: u8) -> u32 {
+    u32::MAX
+        .checked_shl(32 - u32::from(prefix.min(32)))
+        .unwrap_or(0)
+}
+
+/// The IPv6 netmask of `prefix` bits (128 and more: all ones).
+#[inline]
+fn v6_mask(prefix: u8) -> u128 {
+    u128::MAX
+        .checked_shl(128 - u32::from(prefix.min(128)))
+        .unwrap_or(0)
+}
+
 /// `addr` with all but its first `prefix` bits cleared (`prefix` at most the family's bits).
+#[inline]
 pub(crate) fn mask(addr: IpAddr, prefix: u8) -> IpAddr {
     match addr {
-        IpAddr::V4(a) => {
-            let m = u32::MAX
-                .checked_shl(32 - u32::from(prefix.min(32)))
-                .unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX
-                .checked_shl(128 - u32::from(prefix.min(128)))
-                .unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
-        }
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) & v4_mask(prefix))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) & v6_mask(prefix))),
     }
 }
 
