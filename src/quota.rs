@@ -431,12 +431,14 @@ impl Quota {
 
     /// The token bucket's parameters in ticks of `1/scale` ns (`1 ≤ scale ≤ MAX_SCALE`): how a
     /// live bucket, whose ticks are fixed by its first quota, takes a later one.
+    #[cfg(feature = "std")]
     pub(crate) fn gcra_at_scale(&self, scale: u32) -> Option<GcraParams> {
         self.gcra_scaled(self.burst, u64::from(scale), false)
     }
 
     /// [`Quota::gcra_at_scale`], but a rate above one token per tick runs at one per tick
     /// (slower, never faster): how a live bucket takes a first quota finer than its tick.
+    #[cfg(feature = "std")]
     pub(crate) fn gcra_at_scale_or_slower(&self, scale: u32) -> Option<GcraParams> {
         self.gcra_scaled(self.burst, u64::from(scale), true)
     }
@@ -488,6 +490,7 @@ impl Quota {
 
     /// [`Quota::window`] with every bit the window number leaves over given to the count, so
     /// that a live limiter can later take a larger limit in the same word.
+    #[cfg(feature = "std")]
     pub(crate) fn window_roomy(&self, slots: u32) -> Option<WindowParams> {
         let p = self.window(slots)?;
         Some(WindowParams {

@@ -3,16 +3,16 @@
 #   1. on stable, the committed corpus (fuzz/seeds/ and fuzz/regressions/) replayed through the
 #      same `run` functions libFuzzer calls, plus fmt and clippy of the fuzz crate;
 #   2. under cargo fuzz (nightly, or stable with RUSTC_BOOTSTRAP=1 where no nightly can be
-#      installed), each target fuzzed for FUZZ_SECONDS (default 20) from a copy of its seeds,
+#      installed), each target fuzzed for FUZZ_SECONDS (default 10) from a copy of its seeds,
 #      so the checkout stays clean. Any crash fails the stage; libFuzzer prints the input
 #      (bytes and base64) to the log: save it under fuzz/regressions/<target>/.
 # Installs what it needs when missing: a C++ compiler (libFuzzer), cargo-fuzz (pinned), and
-# the nightly toolchain (if it can). Warm: about 4 minutes with the default FUZZ_SECONDS.
+# the nightly toolchain (if it can). Warm: about 3 minutes with the default FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 CARGO_FUZZ_VERSION=0.13.1
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 TARGETS=(quota token_bucket fixed_window sliding_window sliding_log keyed leased live)
 
 step() { echo "--- fuzz: $* ($SECONDS s)"; }
