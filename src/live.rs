@@ -259,8 +259,8 @@ impl ParamCell {
 /// So a loosened quota takes effect at once, a tightened one never lets a client through that
 /// the new quota would deny once a period has passed (until then, what was used under the old
 /// quota is counted, up to the new burst), and a change never refills anything. A request
-/// that races a change is judged under the old quota on the state before it, under the new
-/// quota on the carried state, or more strictly than both; never less.
+/// that races a change is judged either under the old quota on the state before the change or
+/// under the new quota on the carried state.
 ///
 /// A live token bucket keeps the tick of its first quota (see [`Quota::is_exact`]): a later
 /// quota whose interval is not a whole number of those ticks is rounded up to one, so it runs
@@ -372,8 +372,8 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// one at a time; requests never wait for one.
     ///
     /// # Errors
-    /// Why this limiter cannot take `quota` (a window's new period, a limit too large for the
-    /// count field, a token bucket rate too fine for its tick): the limiter keeps its quota.
+    /// Why this limiter cannot take `quota` (a window's new period; a token bucket quota whose
+    /// rate or capacity does not fit the bucket's tick): the limiter keeps its quota.
     ///
     /// ```
     /// use tollgate::{Limiter, LiveFixedWindow, ManualClock, Quota, QuotaError};

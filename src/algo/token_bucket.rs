@@ -27,7 +27,7 @@
 //! modification order and each one decided on the latest value (a stale load fails the
 //! compare-exchange). A denial decided on a stale, smaller `tat` is still right: `tat` only
 //! grows, so a later value would deny too. A live bucket (`Retune for Gcra`) loads `Acquire`
-//! and lowers the word `Release` when its quota changes, so parameters and word belong together.
+//! and a quota change carries the word `Release`, so parameters and word belong together.
 //!
 //! # Hot path
 //!
