@@ -7,9 +7,6 @@
 //! `tollgate` sends the headers on every response (the layer's default);
 //! `tollgate_deny_only_headers` only on denials, as tower_governor does by default.
 //!
-//! `tollgate` sends the headers on every response (the layer's default);
-//! `tollgate_deny_only_headers` only on denials, as tower_governor does by default.
-//!
 //! Groups: `allowed/1`, `allowed/100000`, `denied/1`, `denied/100000` (scenario / distinct
 //! client keys, cycled in order; every key is used once before measuring). The difference
 //! between a variant and `none` is the layer's cost.
@@ -18,69 +15,23 @@
 //! cargo bench -p tollgate-tower --bench layer -- --warm-up-time 1 --measurement-time 3
 //! ```
 
-use std::convert::Infallible;
-use std::future::Future;
+mod common;
+
 use std::hint::black_box;
-use std::net::SocketAddr;
-use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::Body;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use tollgate::{Algorithm, Quota};
-use tollgate_tower::{HeaderMode, LocalBackend, PeerAddr, RateLimitLayer, TrustedProxy};
+use tollgate_tower::{HeaderMode, LocalBackend, RateLimitLayer, TrustedProxy};
 use tower::{Layer, Service};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::SmartIpKeyExtractor;
 use tower_governor::GovernorLayer;
 
-fn ready<F: Future>(f: F) -> F::Output {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => unreachable!("every service here answers at once"),
-    }
-}
-
-fn hello(
-) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send> + Clone + Send
-{
-    tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(Body::empty()))
-    })
-}
-
-struct Clients {
-    xff: Vec<HeaderValue>,
-    next: usize,
-}
-
-impl Clients {
-    fn new(n: u32) -> Clients {
-        let xff = (0..n)
-            .map(|k| {
-                HeaderValue::try_from(format!("10.{}.{}.{}", k >> 16 & 255, k >> 8 & 255, k & 255))
-                    .unwrap()
-            })
-            .collect();
-        Clients { xff, next: 0 }
-    }
-
-    fn request(&mut self) -> Request<()> {
-        let v = self.xff[self.next].clone();
-        self.next = (self.next + 1) % self.xff.len();
-        let mut req = Request::builder()
-            .uri("/")
-            .header("x-forwarded-for", v)
-            .body(())
-            .unwrap();
-        req.extensions_mut()
-            .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40000))));
-        req
-    }
-}
+use common::{hello, ready, Clients};
 
 fn scenario<S>(c: &mut Criterion, group: &str, keys: u32, name: &str, mut svc: S)
 where

@@ -28,23 +28,24 @@
 //! instructions are counted, not the cache misses of a large map (add `--cache-sim=yes` for
 //! those), nor the cost of an atomic instruction over a plain one.
 
-use std::convert::Infallible;
-use std::future::Future;
+// The requests and the inner service of `benches/layer.rs`, shared with it.
+#[path = "../benches/common/mod.rs"]
+mod requests;
+
 use std::hint::black_box;
-use std::net::SocketAddr;
-use std::pin::pin;
 use std::process::Command;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 use axum::body::Body;
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use tollgate::{Algorithm, Quota};
-use tollgate_tower::{HeaderMode, LocalBackend, PeerAddr, RateLimitLayer, TrustedProxy};
+use tollgate_tower::{HeaderMode, LocalBackend, RateLimitLayer, TrustedProxy};
 use tower::{Layer, Service};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::key_extractor::SmartIpKeyExtractor;
 use tower_governor::GovernorLayer;
+
+use requests::{hello, ready, Clients};
 
 const VARIANTS: [&str; 4] = [
     "none",
@@ -52,52 +53,6 @@ const VARIANTS: [&str; 4] = [
     "tollgate_deny_only_headers",
     "tower_governor",
 ];
-
-fn ready<F: Future>(f: F) -> F::Output {
-    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => unreachable!("every service here answers at once"),
-    }
-}
-
-fn hello(
-) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send> + Clone + Send
-{
-    tower::service_fn(|_req: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(Body::empty()))
-    })
-}
-
-/// The requests of `benches/layer.rs`: one forwarded client per key, cycled in order.
-struct Clients {
-    xff: Vec<HeaderValue>,
-    next: usize,
-}
-
-impl Clients {
-    fn new(n: u32) -> Clients {
-        let xff = (0..n)
-            .map(|k| {
-                HeaderValue::try_from(format!("10.{}.{}.{}", k >> 16 & 255, k >> 8 & 255, k & 255))
-                    .unwrap()
-            })
-            .collect();
-        Clients { xff, next: 0 }
-    }
-
-    fn request(&mut self) -> Request<()> {
-        let v = self.xff[self.next].clone();
-        self.next = (self.next + 1) % self.xff.len();
-        let mut req = Request::builder()
-            .uri("/")
-            .header("x-forwarded-for", v)
-            .body(())
-            .unwrap();
-        req.extensions_mut()
-            .insert(PeerAddr(SocketAddr::from(([127, 0, 0, 1], 40000))));
-        req
-    }
-}
 
 /// The counted region (callgrind's `--toggle-collect`): one request through `svc`, its
 /// response dropped. Whether it was admitted.
