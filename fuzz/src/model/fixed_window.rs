@@ -10,7 +10,6 @@
 //! and gives nothing once a later window has begun.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use tollgate::{Quota, QuotaError};
 
@@ -72,13 +71,7 @@ impl FixedWindowModel {
 
     /// A live window's change to `quota`: the new limit, or the period refused.
     pub fn set_quota(&mut self, quota: &Quota) -> Result<(), QuotaError> {
-        let period = Duration::from_nanos(self.period);
-        if quota.period() != period {
-            return Err(QuotaError::PeriodFixed {
-                period: quota.period(),
-                fixed: period,
-            });
-        }
+        super::same_period(self.period, quota)?;
         self.limit = quota.limit();
         Ok(())
     }

@@ -26,3 +26,18 @@ pub(crate) fn gcd(mut a: u128, mut b: u128) -> u128 {
     }
     a
 }
+
+/// A live window keeps its period (`period_ns`): `quota` of another one is refused.
+pub(crate) fn same_period(
+    period_ns: u64,
+    quota: &tollgate::Quota,
+) -> Result<(), tollgate::QuotaError> {
+    let fixed = std::time::Duration::from_nanos(period_ns);
+    if quota.period() != fixed {
+        return Err(tollgate::QuotaError::PeriodFixed {
+            period: quota.period(),
+            fixed,
+        });
+    }
+    Ok(())
+}

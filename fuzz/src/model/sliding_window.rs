@@ -12,8 +12,6 @@
 //! A refund (`Limiter::refund`) lowers the count of the slot that counts now by up to `n`,
 //! and gives nothing once a later slot has begun.
 
-use std::time::Duration;
-
 use tollgate::{Quota, QuotaError};
 
 use crate::{Outcome, HORIZON};
@@ -103,13 +101,7 @@ impl SlidingWindowModel {
 
     /// A live window's change to `quota`: the new limit, or the period refused.
     pub fn set_quota(&mut self, quota: &Quota) -> Result<(), QuotaError> {
-        let period = Duration::from_nanos(self.period);
-        if quota.period() != period {
-            return Err(QuotaError::PeriodFixed {
-                period: quota.period(),
-                fixed: period,
-            });
-        }
+        super::same_period(self.period, quota)?;
         self.limit = quota.limit();
         Ok(())
     }
