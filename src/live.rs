@@ -124,13 +124,13 @@ pub(crate) const WRITER_SKIPS_FENCE: Plant = 2;
 pub(crate) const READER_IGNORES_VERSION: Plant = 3;
 
 #[derive(Debug)]
-struct Slot {
+struct Slot<const N: usize> {
     seq: AtomicU64,
-    words: [AtomicU64; PARAM_WORDS],
+    words: [AtomicU64; N],
 }
 
-impl Slot {
-    fn new(seq: u64, words: ParamWords) -> Self {
+impl<const N: usize> Slot<N> {
+    fn new(seq: u64, words: [u64; N]) -> Self {
         Slot {
             seq: AtomicU64::new(seq),
             words: words.map(AtomicU64::new),
@@ -138,35 +138,35 @@ impl Slot {
     }
 }
 
-/// Two slots of packed parameters and the version that says which is current.
+/// Two slots of `N` packed parameter words and the version that says which is current.
 ///
 /// Slot `i` holds version `seq - 2 + i` (its `seq` moves on by 2 per write, and a writer of
 /// version `v` writes slot `v % 2`): a reader knows which version it read from the slot alone.
 #[derive(Debug)]
-pub struct ParamCell {
+pub struct ParamCell<const N: usize = PARAM_WORDS> {
     version: AtomicU64,
-    slots: [Slot; 2],
+    slots: [Slot<N>; 2],
 }
 
-impl ParamCell {
+impl<const N: usize> ParamCell<N> {
     /// A cell holding `words`, version 0.
-    pub(crate) fn new(words: ParamWords) -> Self {
+    pub(crate) fn new(words: [u64; N]) -> Self {
         ParamCell {
             version: AtomicU64::new(0),
-            slots: [Slot::new(2, words), Slot::new(0, [0; PARAM_WORDS])],
+            slots: [Slot::new(2, words), Slot::new(0, [0; N])],
         }
     }
 
     /// The current parameter set, whole.
     #[inline]
-    pub(crate) fn read(&self) -> ParamWords {
+    pub(crate) fn read(&self) -> [u64; N] {
         self.read_versioned::<SOUND>().1
     }
 
     /// The current parameter set and its version (a newer one if quotas were published
     /// while it was read).
     #[inline]
-    pub(crate) fn read_versioned<const PLANT: Plant>(&self) -> (u64, ParamWords) {
+    pub(crate) fn read_versioned<const PLANT: Plant>(&self) -> (u64, [u64; N]) {
         let backoff = Backoff::new();
         loop {
             // Acquire: pairs with the writer's `version` store, after which the slot's words
@@ -182,7 +182,7 @@ impl ParamCell {
 
     /// The parameter set of `version`, if its slot still holds it.
     #[inline]
-    pub(crate) fn read_version(&self, version: u64) -> Option<ParamWords> {
+    pub(crate) fn read_version(&self, version: u64) -> Option<[u64; N]> {
         match self.read_slot::<SOUND>((version & 1) as usize) {
             Some((v, words)) if v == version => Some(words),
             _ => None,
@@ -191,7 +191,7 @@ impl ParamCell {
 
     /// Slot `i`'s version and words, if no writer wrote it during the read.
     #[inline]
-    fn read_slot<const PLANT: Plant>(&self, i: usize) -> Option<(u64, ParamWords)> {
+    fn read_slot<const PLANT: Plant>(&self, i: usize) -> Option<(u64, [u64; N])> {
         let slot = &self.slots[i];
         // Acquire: a later writer's odd `seq` is seen before that writer's words.
         let seq = slot.seq.load(Ordering::Acquire);
@@ -199,7 +199,7 @@ impl ParamCell {
             return None;
         }
         // Relaxed: validated by the `seq` reload below.
-        let words = [0, 1, 2, 3].map(|w| slot.words[w].load(Ordering::Relaxed));
+        let words = core::array::from_fn(|w| slot.words[w].load(Ordering::Relaxed));
         let version = (seq + i as u64).wrapping_sub(2);
         if PLANT == READER_SKIPS_RECHECK {
             return Some((version, words));
@@ -213,11 +213,11 @@ impl ParamCell {
 
     /// Publishes `words`; returns their version. The caller holds the writer lock (one
     /// writer at a time).
-    pub(crate) fn write(&self, words: ParamWords) -> u64 {
+    pub(crate) fn write(&self, words: [u64; N]) -> u64 {
         self.write_planted::<SOUND>(words)
     }
 
-    pub(crate) fn write_planted<const PLANT: Plant>(&self, words: ParamWords) -> u64 {
+    pub(crate) fn write_planted<const PLANT: Plant>(&self, words: [u64; N]) -> u64 {
         // Relaxed: only writers store `version`, and they hold the writer lock.
         let version = self.version.load(Ordering::Relaxed);
         let slot = &self.slots[((version + 1) & 1) as usize];

@@ -17,6 +17,88 @@ pub(crate) use loom::sync::atomic::AtomicU32;
 
 #[cfg(all(not(tollgate_loom), feature = "std"))]
 pub(crate) use portable_atomic::AtomicU32;
+
+// A live keyed token bucket's word: `tat` beside the version it is counted in, compared and
+// exchanged together (cmpxchg16b on x86_64, casp or ldxp/stxp on aarch64).
+#[cfg(all(not(tollgate_loom), feature = "std"))]
+pub(crate) use portable_atomic::AtomicU128;
+// Loom has no 128-bit atomic: under loom it is one loom `AtomicU64` holding both halves
+// narrowed to 32 bits each (the models' values are small), so the model still sees every
+// access to the word with its ordering.
+#[cfg(all(tollgate_loom, feature = "std"))]
+pub(crate) use loom_u128::AtomicU128;
+
+#[cfg(all(tollgate_loom, feature = "std"))]
+mod loom_u128 {
+    use super::{AtomicU64, Ordering};
+
+    /// A 128-bit word as a loom `AtomicU64`: each 64-bit half in 32 bits, `u64::MAX` kept.
+    #[derive(Debug)]
+    pub(crate) struct AtomicU128(AtomicU64);
+
+    fn narrow(half: u64) -> u64 {
+        if half == u64::MAX {
+            return u64::from(u32::MAX);
+        }
+        assert!(
+            half < u64::from(u32::MAX),
+            "a loom model's word half is below 2^32 - 1"
+        );
+        half
+    }
+
+    fn widen(half: u64) -> u64 {
+        if half == u64::from(u32::MAX) {
+            u64::MAX
+        } else {
+            half
+        }
+    }
+
+    fn pack(v: u128) -> u64 {
+        narrow((v >> 64) as u64) << 32 | narrow(v as u64)
+    }
+
+    fn unpack(v: u64) -> u128 {
+        u128::from(widen(v >> 32)) << 64 | u128::from(widen(v & u64::from(u32::MAX)))
+    }
+
+    impl AtomicU128 {
+        pub(crate) fn new(v: u128) -> Self {
+            AtomicU128(AtomicU64::new(pack(v)))
+        }
+
+        pub(crate) fn load(&self, order: Ordering) -> u128 {
+            unpack(self.0.load(order))
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u128, u128> {
+            self.0
+                .compare_exchange(pack(current), pack(new), success, failure)
+                .map(unpack)
+                .map_err(unpack)
+        }
+
+        pub(crate) fn compare_exchange_weak(
+            &self,
+            current: u128,
+            new: u128,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u128, u128> {
+            self.0
+                .compare_exchange_weak(pack(current), pack(new), success, failure)
+                .map(unpack)
+                .map_err(unpack)
+        }
+    }
+}
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::{fence, AtomicU64, Ordering};
 // Only the std clocks share state through an `Arc`; the no_std core never allocates one, so it

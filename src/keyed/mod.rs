@@ -23,6 +23,7 @@
 //! [`KeyedBuilder::max_keys`] bounds the map: a new key that finds it full first sweeps idle
 //! keys (throttled, see [`KeyedBuilder::max_keys`]), then [`WhenFull`] decides.
 
+mod live;
 #[cfg(tollgate_loom)]
 pub(crate) mod loom;
 mod plans;
@@ -44,6 +45,7 @@ use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
 
+use live::{LiveMap, LivePlans};
 use plans::{Boxed, KeySlot, Plans, SlotMaker};
 use slot::Attempt;
 
@@ -163,6 +165,7 @@ pub struct KeyedBuilder<K, S = KeyHasher> {
     hasher: S,
     bound: Option<(NonZeroUsize, WhenFull)>,
     capacity: usize,
+    live: bool,
     _key: core::marker::PhantomData<fn(K)>,
 }
 
@@ -184,8 +187,36 @@ impl<K, S> KeyedBuilder<K, S> {
             hasher,
             bound: self.bound,
             capacity: self.capacity,
+            live: self.live,
             _key: core::marker::PhantomData,
         }
+    }
+
+    /// Let the map's quota and its plans' change while it runs, with
+    /// [`KeyedLimiter::set_quota`] and [`KeyedLimiter::set_plan_quota`]. For the token bucket
+    /// and the fixed window; [`KeyedBuilder::build`] refuses it for the others
+    /// ([`QuotaError::NotLive`]).
+    ///
+    /// A change reaches every key of its plan as the single [`Live`](crate::Live) limiters'
+    /// does (what was used carries over: see there). Requests read their plan's parameters
+    /// from a two-slot cell (a few loads, never a wait); a live token bucket keeps each key's
+    /// `tat` beside the version it is counted in, in one 16-byte word (32 bytes a key in all,
+    /// against 16), and a token bucket change walks the map once to carry the plan's keys. Maps
+    /// built without `live` pay nothing for it.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let per_ip = KeyedLimiter::<u32, _>::builder(Algorithm::TokenBucket, Quota::per_second(10)?)
+    ///     .live()
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert!(per_ip.try_acquire_n(&7, 10).is_allowed()); // drained
+    /// per_ip.set_quota(Quota::per_second(100)?)?; // loosened: at once, 10 of 100 used
+    /// assert_eq!(per_ip.try_acquire(&7).remaining(), 89);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn live(mut self) -> Self {
+        self.live = true;
+        self
     }
 
     /// Keep at most about `max_keys` keys (the automatic mode, for users who never call
@@ -268,18 +299,27 @@ impl<K, S> KeyedBuilder<K, S> {
         // Validate once: every key's limiter is made from this quota (or a plan's, checked when
         // its key is first seen).
         let (quota, hasher, capacity) = (&self.quota, self.hasher, self.capacity);
-        let maps = match self.algorithm {
-            Algorithm::TokenBucket => {
+        let maps = match (self.algorithm, self.live) {
+            (Algorithm::TokenBucket, false) => {
                 Maps::TokenBucket(Keyed::new(Plans::new(quota)?, hasher, capacity))
             }
-            Algorithm::FixedWindow => {
+            (Algorithm::FixedWindow, false) => {
                 Maps::FixedWindow(Keyed::new(Plans::new(quota)?, hasher, capacity))
             }
-            Algorithm::SlidingWindow => {
+            (Algorithm::SlidingWindow, false) => {
                 Maps::SlidingWindow(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
             }
-            Algorithm::SlidingLog => {
+            (Algorithm::SlidingLog, false) => {
                 Maps::SlidingLog(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
+            }
+            (Algorithm::TokenBucket, true) => {
+                Maps::LiveTokenBucket(Keyed::new(LivePlans::new(quota)?, hasher, capacity))
+            }
+            (Algorithm::FixedWindow, true) => {
+                Maps::LiveFixedWindow(Keyed::new(LivePlans::new(quota)?, hasher, capacity))
+            }
+            (Algorithm::SlidingWindow | Algorithm::SlidingLog, true) => {
+                return Err(QuotaError::NotLive)
             }
         };
         Ok(KeyedLimiter {
@@ -364,6 +404,8 @@ enum Maps<K, S> {
     FixedWindow(Keyed<K, Plans<Fixed>, S>),
     SlidingWindow(Keyed<K, Boxed<Sliding>, S>),
     SlidingLog(Keyed<K, Boxed<Log>, S>),
+    LiveTokenBucket(Keyed<K, LivePlans<Gcra>, S>),
+    LiveFixedWindow(Keyed<K, LivePlans<Fixed>, S>),
 }
 
 /// Runs `$body` with `$m` bound to the map, whichever algorithm it is.
@@ -374,6 +416,8 @@ macro_rules! with_map {
             Maps::FixedWindow($m) => $body,
             Maps::SlidingWindow($m) => $body,
             Maps::SlidingLog($m) => $body,
+            Maps::LiveTokenBucket($m) => $body,
+            Maps::LiveFixedWindow($m) => $body,
         }
     };
 }
@@ -416,6 +460,7 @@ impl<K: Hash + Eq> KeyedLimiter<K> {
             hasher: KeyHasher::default(),
             bound: None,
             capacity: 0,
+            live: false,
             _key: core::marker::PhantomData,
         }
     }
@@ -529,6 +574,105 @@ where
     /// ```
     pub fn check_quota(&self, quota: &Quota) -> Result<(), QuotaError> {
         with_map!(&self.maps, m => m.maker.check(quota))
+    }
+
+    /// Replaces the map's own quota (the one [`KeyedLimiter::try_acquire`] makes keys from) on
+    /// every key made from it, and on keys made from it later. What each key has used carries
+    /// over, as for a single [`Live`](crate::Live) limiter: a loosened quota takes effect at
+    /// once, a tightened one counts what was used up to its burst, and nothing is refilled.
+    /// Requests never wait for a change; changes of one plan are made one at a time. A token
+    /// bucket change walks the map once (its keys of this plan), on the caller's thread.
+    ///
+    /// # Errors
+    /// [`QuotaError::NotLive`] if the map was not built with [`KeyedBuilder::live`]; what the
+    /// algorithm's live limiter refuses for `quota` (a window's new period, see
+    /// [`Live::set_quota`](crate::Live::set_quota)). The map keeps its quota.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let l = KeyedLimiter::<&str, _>::builder(Algorithm::FixedWindow, Quota::per_second(5)?)
+    ///     .live()
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert!(l.try_acquire_n(&"alice", 4).is_allowed());
+    /// l.set_quota(Quota::per_second(2)?)?; // tightened: alice's 4 count against the new 2
+    /// assert!(!l.try_acquire(&"alice").is_allowed());
+    /// assert!(l.try_acquire_n(&"bob", 2).is_allowed());
+    /// assert_eq!(l.quota(), Quota::per_second(2)?);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        self.set_planted::<{ crate::live::SOUND }>(&self.shared.quota, quota)
+    }
+
+    /// Replaces the quota of the plan named `plan`: the keys first given `plan` in
+    /// [`KeyedLimiter::try_acquire_with`] (keys given it later join it at its new quota). A
+    /// plan keeps its name, the quota it was first used with, for the map's life. As
+    /// [`KeyedLimiter::set_quota`] otherwise.
+    ///
+    /// # Errors
+    /// As [`KeyedLimiter::set_quota`].
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+    /// let (free, pro) = (Quota::per_second(1)?, Quota::per_second(10)?);
+    /// let l = KeyedLimiter::<&str, _>::builder(Algorithm::TokenBucket, free)
+    ///     .live()
+    ///     .build_with_clock(ManualClock::new())?;
+    /// assert!(l.try_acquire_with(&"carol", &pro).is_allowed());
+    /// l.set_plan_quota(&pro, Quota::per_second(20)?)?; // every pro key, now and later
+    /// assert_eq!(l.try_acquire_with(&"carol", &pro).remaining(), 18);
+    /// assert_eq!(l.try_acquire_with(&"dave", &pro).remaining(), 19);
+    /// assert_eq!(l.plan_quota(&pro), Quota::per_second(20)?);
+    /// assert_eq!(l.quota(), free); // other plans keep theirs
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn set_plan_quota(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
+        self.set_planted::<{ crate::live::SOUND }>(plan, quota)
+    }
+
+    /// A change under a chosen protocol (the loom models plant defects).
+    fn set_planted<const PLANT: crate::live::Plant>(
+        &self,
+        plan: &Quota,
+        quota: Quota,
+    ) -> Result<(), QuotaError> {
+        let now = || self.clock.now_nanos();
+        match &self.maps {
+            Maps::LiveTokenBucket(m) => m.set_quota::<PLANT>(plan, quota, now),
+            Maps::LiveFixedWindow(m) => m.set_quota::<PLANT>(plan, quota, now),
+            _ => Err(QuotaError::NotLive),
+        }
+    }
+
+    /// The quota in force for the keys made from the map's own quota: that quota, or what a
+    /// live map's [`KeyedLimiter::set_quota`] changed it to.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::new(Algorithm::SlidingLog, Quota::per_minute(30)?)?;
+    /// assert_eq!(l.quota(), Quota::per_minute(30)?);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.plan_quota(&self.shared.quota)
+    }
+
+    /// The quota in force for the plan named `plan` (see [`KeyedLimiter::set_plan_quota`]):
+    /// `plan` itself unless a live map changed it.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
+    /// let l = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, Quota::per_second(1)?)?;
+    /// let pro = Quota::per_second(50)?;
+    /// assert_eq!(l.plan_quota(&pro), pro);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn plan_quota(&self, plan: &Quota) -> Quota {
+        match &self.maps {
+            Maps::LiveTokenBucket(m) => m.quota_of(plan),
+            Maps::LiveFixedWindow(m) => m.quota_of(plan),
+            _ => *plan,
+        }
     }
 
     /// How many keys have a limiter (an estimate while other threads insert or evict).

@@ -10,7 +10,7 @@ use crate::sync::Arc;
 use crate::algo::Algo;
 
 use super::slot::{Attempt, StateSlot};
-use super::word::{WordRule, WordSlot};
+use super::word::{PlanRef, WordRule, WordSlot};
 use super::KeyHasher;
 
 /// What the map stores per key: a limiter that takes requests and can be evicted.
@@ -26,7 +26,7 @@ pub(crate) trait KeySlot: Send + Sync + 'static {
     fn untracked(&self, now_ns: u64, n: u64) -> Decision;
 }
 
-impl<R: WordRule> KeySlot for WordSlot<R> {
+impl<R: WordRule, P: PlanRef<R>> KeySlot for WordSlot<R, P> {
     #[inline]
     fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
         WordSlot::acquire(self, now_ns, n)

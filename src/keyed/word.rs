@@ -33,6 +33,7 @@
 //! which the evictor found the limiter fresh, so a request with a stale reading cannot
 //! spend a fresh limiter's burst at an instant when the evicted one had none.
 
+use core::marker::PhantomData;
 use core::time::Duration;
 
 use crate::algo::fixed_window::{self, Fixed};
@@ -93,11 +94,29 @@ impl WordRule for Fixed {
     }
 }
 
-/// One key's one-word limiter: the word and the plan's parameters (16 bytes).
+/// Where a one-word limiter reads its parameters: its plan's fixed ones, shared by the keys of
+/// one quota (`Arc<R::Params>`), or a live plan's parameter cell (see `live.rs`).
+pub(crate) trait PlanRef<R: WordRule>: Send + Sync + 'static {
+    /// Runs `f` on the parameters one request decides under.
+    fn with<T>(&self, f: impl FnOnce(&R::Params) -> T) -> T;
+}
+
+impl<R: WordRule> PlanRef<R> for Arc<R::Params>
+where
+    R::Params: Send + Sync,
+{
+    #[inline(always)]
+    fn with<T>(&self, f: impl FnOnce(&R::Params) -> T) -> T {
+        f(self)
+    }
+}
+
+/// One key's one-word limiter: the word and its plan (16 bytes).
 #[derive(Debug)]
-pub(crate) struct WordSlot<R: WordRule> {
+pub(crate) struct WordSlot<R: WordRule, P = Arc<<R as Algo>::Params>> {
     word: AtomicU64,
-    plan: Arc<R::Params>,
+    plan: P,
+    rule: PhantomData<fn() -> R>,
 }
 
 /// Whether `word` is as good as a new limiter at `now_ns`: a zero-cost request (pure, it
@@ -107,18 +126,19 @@ pub(crate) fn is_fresh<R: WordRule>(p: &R::Params, word: u64, now_ns: u64) -> bo
     R::decide(p, word, now_ns, 0).0.reset_after() == Duration::ZERO
 }
 
-impl<R: WordRule> WordSlot<R> {
+impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
     /// A fresh limiter on `plan`.
-    pub(crate) fn new(plan: Arc<R::Params>) -> Self {
+    pub(crate) fn new(plan: P) -> Self {
         WordSlot {
             word: AtomicU64::new(0),
             plan,
+            rule: PhantomData,
         }
     }
 
     /// The decision a fresh limiter on this plan would give, writing nothing.
     pub(crate) fn decide_fresh(&self, now_ns: u64, n: u64) -> Decision {
-        R::decide(&self.plan, 0, now_ns, n).0
+        self.plan.with(|p| R::decide(p, 0, now_ns, n).0)
     }
 
     /// A request of cost `n` at `now_ns`: one load, and for an admission one compare-exchange.
@@ -130,7 +150,12 @@ impl<R: WordRule> WordSlot<R> {
     /// [`WordSlot::acquire`], or with a defect planted for a loom model.
     #[inline(always)]
     pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
-        let p = &*self.plan;
+        self.plan.with(|p| self.acquire_with::<PLANT>(p, now_ns, n))
+    }
+
+    /// [`WordSlot::acquire_planted`] under the parameters `p`.
+    #[inline(always)]
+    fn acquire_with<const PLANT: Plant>(&self, p: &R::Params, now_ns: u64, n: u64) -> Attempt {
         // Relaxed: see the module's orderings.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
@@ -175,7 +200,7 @@ impl<R: WordRule> WordSlot<R> {
     pub(crate) fn try_evict_planted<const PLANT: Plant>(&self, now_ns: u64) -> bool {
         // Relaxed: the compare-exchange below decides; a stale load only makes it fail.
         let word = self.word.load(Ordering::Relaxed);
-        if word == EVICTED || !is_fresh::<R>(&self.plan, word, now_ns) {
+        if word == EVICTED || !self.plan.with(|p| is_fresh::<R>(p, word, now_ns)) {
             return false;
         }
         if PLANT == EVICTOR_STORES {
