@@ -117,6 +117,9 @@ pub mod __loom {
     /// The `Limits` group's rollback with a planted bug.
     #[cfg(feature = "std")]
     pub use crate::group::planted_store_rollback;
+    /// One key of a live keyed token bucket map, sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
 

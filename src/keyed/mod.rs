@@ -25,6 +25,8 @@
 
 mod live;
 #[cfg(tollgate_loom)]
+pub(crate) use live::loom_model as live_loom;
+#[cfg(tollgate_loom)]
 pub(crate) mod loom;
 mod plans;
 mod slot;
