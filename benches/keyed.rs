@@ -138,11 +138,15 @@ fn one_key(c: &mut Criterion) {
         })
     });
 
-    for (name, algorithm) in [
-        ("tollgate_fixed_window", Algorithm::FixedWindow),
-        ("tollgate_sliding_window", Algorithm::SlidingWindow),
+    // Maps whose quotas can change while they run (`live()`), beside the fixed ones.
+    for (name, algorithm, live) in [
+        ("tollgate_fixed_window", Algorithm::FixedWindow, false),
+        ("tollgate_sliding_window", Algorithm::SlidingWindow, false),
+        ("tollgate_live", Algorithm::TokenBucket, true),
+        ("tollgate_live_fixed_window", Algorithm::FixedWindow, true),
     ] {
-        let limiter = KeyedLimiter::<u64>::new(algorithm, quota()).unwrap();
+        let builder = KeyedLimiter::<u64>::builder(algorithm, quota());
+        let limiter = if live { builder.live() } else { builder }.build().unwrap();
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 on_cpu(iters, |_| {

@@ -146,6 +146,18 @@ fn main() {
         });
         row(&format!("tollgate {algorithm:?}, presized"), result);
     }
+    // Maps whose quotas can change while they run.
+    for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        let result = per_key(keys, || {
+            let limiter = KeyedLimiter::<u64>::builder(algorithm, quota)
+                .live()
+                .build_with_clock(ManualClock::new())
+                .expect("a valid quota");
+            fill(&limiter);
+            limiter
+        });
+        row(&format!("tollgate {algorithm:?}, live, grown"), result);
+    }
     // The hit path allocates nothing: requests on existing keys, every algorithm.
     for algorithm in Algorithm::ALL {
         let limiter = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, ManualClock::new())
