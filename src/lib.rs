@@ -179,7 +179,7 @@ pub use limiter::{Limiter, RateLimiter};
 #[cfg(feature = "std")]
 pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 #[cfg(feature = "std")]
-pub use metrics::{Metered, MetricsSnapshot};
+pub use metrics::{Metered, MetricsSnapshot, Observed};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;

@@ -14,7 +14,9 @@
 //! | `stripes[thread index & mask]`      | `allowed`           | admissions                     |
 //! |                                     | `denied`            | denials that a retry can pass  |
 //! |                                     | `exceeded`          | costs above the capacity       |
-//! | (one shared word)                   | `evicted`           | keys `evict_idle` removed      |
+//!
+//! Evicted keys are not counted by the wrapper: a keyed map counts its own sweeps (its
+//! `evict_idle` and a bounded map's sweeps when full), and a snapshot reads that count.
 //!
 //! Each thread is given an index once, round robin, and always counts in the stripe of that
 //! index, so threads fewer than the stripes never share a line: a denial flood writes no line
@@ -61,8 +63,8 @@ struct Stripe {
 /// What a [`Metered`] limiter has counted so far. Each counter only grows.
 ///
 /// `allowed`, `denied` and `exceeded_capacity` are disjoint: every decision counts once, in
-/// one of them. `evicted_keys` counts the keys a metered keyed map's
-/// [`evict_idle`](Metered::evict_idle) removed.
+/// one of them. `evicted_keys` is the keys a metered keyed map has evicted, by
+/// [`evict_idle`](Metered::evict_idle) or by its bound's own sweeps (see [`Observed`]).
 ///
 /// ```
 /// use tollgate::{Limiter, ManualClock, Metered, Quota, TokenBucket};
@@ -121,7 +123,49 @@ pub struct Metered<L> {
     inner: L,
     name: Cow<'static, str>,
     stripes: Box<[CachePadded<Stripe>]>,
-    evicted: AtomicU64,
+}
+
+/// What a [`Metered`] snapshot reads from the limiter it wraps, besides the decisions it
+/// counted: the keys a keyed map has evicted ([`KeyedLimiter::evicted_keys`], none for the
+/// other limiters). Implemented for every [`Limiter`] and for
+/// [`KeyedLimiter`](crate::KeyedLimiter); sealed.
+///
+/// [`KeyedLimiter::evicted_keys`]: crate::KeyedLimiter::evicted_keys
+///
+/// ```
+/// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Observed, Quota, TokenBucket};
+/// fn evicted<L: Observed>(m: &Metered<L>) -> u64 {
+///     m.snapshot().evicted_keys
+/// }
+/// let bucket = Metered::new(TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
+/// let map = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+///     Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?);
+/// assert_eq!((evicted(&bucket), evicted(&map)), (0, 0));
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub trait Observed: sealed::Sealed {
+    /// Keys evicted since the limiter was made.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Observed, Quota, TokenBucket};
+    /// let bucket = TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new());
+    /// assert_eq!(bucket.evicted_keys(), 0);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn evicted_keys(&self) -> u64;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<L: super::Limiter + ?Sized> Sealed for L {}
+    impl<K, C, S> Sealed for crate::keyed::KeyedLimiter<K, C, S> {}
+}
+
+impl<L: Limiter + ?Sized> Observed for L {
+    #[inline]
+    fn evicted_keys(&self) -> u64 {
+        0
+    }
 }
 
 impl<L> Metered<L> {
@@ -153,7 +197,6 @@ impl<L> Metered<L> {
             inner,
             name: name.into(),
             stripes: (0..stripes).map(|_| CachePadded::default()).collect(),
-            evicted: AtomicU64::new(0),
         }
     }
 
@@ -181,7 +224,9 @@ impl<L> Metered<L> {
     pub fn get_ref(&self) -> &L {
         &self.inner
     }
+}
 
+impl<L: Observed> Metered<L> {
     /// The counters so far, summed over the stripes.
     ///
     /// ```
@@ -194,8 +239,7 @@ impl<L> Metered<L> {
     /// ```
     pub fn snapshot(&self) -> MetricsSnapshot {
         let mut s = MetricsSnapshot {
-            // Relaxed: see the module's orderings.
-            evicted_keys: self.evicted.load(Ordering::Relaxed),
+            evicted_keys: self.inner.evicted_keys(),
             ..MetricsSnapshot::default()
         };
         for stripe in self.stripes.iter() {
@@ -237,7 +281,7 @@ impl<L> Metered<L> {
     }
 }
 
-impl<L: fmt::Debug> fmt::Debug for Metered<L> {
+impl<L: fmt::Debug + Observed> fmt::Debug for Metered<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Metered")
             .field("name", &self.name)
@@ -275,9 +319,21 @@ mod keyed {
     use core::borrow::Borrow;
     use core::hash::{BuildHasher, Hash};
 
-    /// A metered keyed map: the map's methods, counted. Evictions are counted when made
-    /// through [`Metered::evict_idle`]; the sweeps a bounded map runs by itself when full are
-    /// not seen by the wrapper.
+    /// The keys a keyed map has evicted, by whichever sweep.
+    impl<K, C, S> Observed for KeyedLimiter<K, C, S>
+    where
+        K: Hash + Eq,
+        C: Clock,
+        S: BuildHasher,
+    {
+        fn evicted_keys(&self) -> u64 {
+            KeyedLimiter::evicted_keys(self)
+        }
+    }
+
+    /// A metered keyed map: the map's methods, counted. Its snapshot's `evicted_keys` is the
+    /// map's own count ([`KeyedLimiter::evicted_keys`]): every sweep's, the bounded map's own
+    /// included.
     impl<K, C, S> Metered<KeyedLimiter<K, C, S>>
     where
         K: Hash + Eq,
@@ -345,7 +401,7 @@ mod keyed {
             d
         }
 
-        /// [`KeyedLimiter::evict_idle`], counting the keys it removed.
+        /// [`KeyedLimiter::evict_idle`] (the map counts the keys it removed).
         ///
         /// ```
         /// use std::time::Duration;
@@ -360,10 +416,7 @@ mod keyed {
         /// # Ok::<(), tollgate::QuotaError>(())
         /// ```
         pub fn evict_idle(&self) -> usize {
-            let evicted = self.inner.evict_idle();
-            // Relaxed: a count publishes nothing.
-            self.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
-            evicted
+            self.inner.evict_idle()
         }
     }
 }

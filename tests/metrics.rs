@@ -4,11 +4,13 @@
 
 mod common;
 
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
 use common::{all, ms, Rng};
 use tollgate::{
     Algorithm, KeyedLimiter, Limiter, ManualClock, Metered, MetricsSnapshot, Quota, TokenBucket,
+    WhenFull,
 };
 
 /// A boxed limiter as a `Limiter` value, to wrap each of `all`'s subjects.
@@ -106,4 +108,32 @@ fn a_metered_keyed_map_counts_requests_and_evictions() {
         (21, 10, 1, 12)
     );
     assert!(users.get_ref().is_empty());
+}
+
+#[test]
+fn a_metered_bounded_map_counts_the_sweeps_it_runs_by_itself() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(1).unwrap();
+    let users = Metered::new(
+        KeyedLimiter::<u64, _>::builder(Algorithm::TokenBucket, quota)
+            .max_keys(NonZeroUsize::new(4).unwrap(), WhenFull::Deny)
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    for key in 0..4 {
+        assert!(users.try_acquire(&key).is_allowed());
+    }
+    assert!(!users.try_acquire(&4).is_allowed(), "full of keys in use");
+    assert_eq!(users.snapshot().evicted_keys, 0);
+    clock.advance(Duration::from_secs(1)); // all four full again
+    assert!(
+        users.try_acquire(&5).is_allowed(),
+        "the new key swept the idle ones out"
+    );
+    assert_eq!(users.snapshot().evicted_keys, 4);
+    assert_eq!(users.get_ref().len(), 1);
+    // A sweep run on the map itself, not through the wrapper, is counted too.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(users.get_ref().evict_idle(), 1);
+    assert_eq!(users.snapshot().evicted_keys, 5);
 }

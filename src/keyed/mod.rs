@@ -329,6 +329,7 @@ impl<K, S> KeyedBuilder<K, S> {
             shared: Shared {
                 algorithm: self.algorithm,
                 quota: self.quota,
+                evicted: AtomicU64::new(0),
                 bound: self.bound.map(|(max_keys, when_full)| Bound {
                     max_keys: max_keys.get(),
                     when_full,
@@ -396,6 +397,9 @@ pub struct KeyedLimiter<K, C = MonotonicClock, S = KeyHasher> {
 struct Shared {
     algorithm: Algorithm,
     quota: Quota,
+    /// Keys removed by sweeps, `evict_idle`'s and the bound's. Relaxed: a count, written once
+    /// per sweep.
+    evicted: AtomicU64,
     bound: Option<Bound>,
 }
 
@@ -726,7 +730,30 @@ where
     /// ```
     pub fn evict_idle(&self) -> usize {
         let now = self.clock.now_nanos();
-        with_map!(&self.maps, m => m.sweep(now))
+        with_map!(&self.maps, m => m.sweep(&self.shared, now))
+    }
+
+    /// How many keys the map has evicted since it was made: by [`KeyedLimiter::evict_idle`]
+    /// and by the sweeps a bounded map runs by itself when it is full
+    /// ([`KeyedBuilder::max_keys`]). Counted once per sweep, never on the request path.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota, WhenFull};
+    /// let clock = ManualClock::new();
+    /// let l = KeyedLimiter::builder(Algorithm::TokenBucket, Quota::per_second(1)?)
+    ///     .max_keys(NonZeroUsize::new(1).unwrap(), WhenFull::Deny)
+    ///     .build_with_clock(clock.clone())?;
+    /// assert!(l.try_acquire(&"alice").is_allowed());
+    /// clock.advance(Duration::from_secs(1)); // alice is full again
+    /// assert!(l.try_acquire(&"bob").is_allowed()); // the full map swept alice out
+    /// assert_eq!(l.evicted_keys(), 1);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn evicted_keys(&self) -> u64 {
+        // Relaxed: a count.
+        self.shared.evicted.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -885,7 +912,7 @@ where
         Ok(Keyed::new(maker, hasher, capacity))
     }
 
-    fn sweep(&self, now: u64) -> usize {
+    fn sweep(&self, shared: &Shared, now: u64) -> usize {
         let map = self.map.pin();
         let mut evicted = 0;
         for (key, slot) in map.iter() {
@@ -899,6 +926,8 @@ where
         // Hand the removed entries (and any table a resize left behind) to the epoch
         // collector now, rather than when this thread's batch happens to fill up.
         papaya::Guard::flush(&self.map.guard());
+        // Relaxed: a count.
+        shared.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
         evicted
     }
 
@@ -965,7 +994,7 @@ where
             return Err(Decision::exceeds(0, 0));
         };
         if let Some(bound) = &shared.bound {
-            if !self.make_room(bound, &shared.quota, now) {
+            if !self.make_room(shared, bound, now) {
                 return Err(match bound.when_full {
                     WhenFull::Deny => {
                         let period = duration_to_nanos(quota.period());
@@ -994,7 +1023,7 @@ where
 
     /// Whether a new key may be inserted under `bound`, sweeping idle keys first if the map
     /// is full and a sweep is due (at most once per period of the map's `quota`).
-    fn make_room(&self, bound: &Bound, quota: &Quota, now: u64) -> bool {
+    fn make_room(&self, shared: &Shared, bound: &Bound, now: u64) -> bool {
         if self.map.len() < bound.max_keys {
             return true;
         }
@@ -1002,7 +1031,7 @@ where
         // or once fewer, which is harmless.
         let misses = bound.full_misses.fetch_add(1, Ordering::Relaxed) + 1;
         let last = bound.last_sweep_ns.load(Ordering::Relaxed);
-        let period = duration_to_nanos(quota.period());
+        let period = duration_to_nanos(shared.quota.period());
         let due =
             misses >= (bound.max_keys as u64 / 16).max(1) || now.saturating_sub(last) >= period;
         if due
@@ -1012,7 +1041,7 @@ where
                 .is_ok()
         {
             bound.full_misses.store(0, Ordering::Relaxed);
-            self.sweep(now);
+            self.sweep(shared, now);
         }
         self.map.len() < bound.max_keys
     }
