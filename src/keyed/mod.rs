@@ -60,6 +60,10 @@ use slot::Attempt;
 /// | `SlidingWindow` | 8-byte box of 144 bytes (state word, 8 slots, ring)     |
 /// | `SlidingLog`    | 8-byte box of 48 bytes + 8 × limit                      |
 ///
+/// A map built [`live`](KeyedBuilder::live) keeps 32 bytes per token bucket key (`tat` beside
+/// the version of the parameters it is counted in, one 16-byte word, and the plan pointer)
+/// and 16 per fixed window key.
+///
 /// ```
 /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
 /// let by_ip = KeyedLimiter::<u32, _>::with_clock(
