@@ -1,71 +1,37 @@
 //! Instruction counts (gungraun, under valgrind's callgrind): the regression gate.
 //!
 //! For every limiter, tollgate's and the peers', the single-thread allowed path and the denied
-//! path: [`CALLS`] requests on a clock frozen at one second, so the counts repeat exactly from
+//! path: [`CALLS`](gate::CALLS) requests on a clock frozen at one second, so the counts repeat exactly from
 //! run to run and machine to machine (same compiler, same dependencies). Each benchmark counts
 //! only its own body: the limiter is built and drained in the argument expression, outside the
 //! measurement, and handed back so that its drop is not counted either.
 //!
+//! The keyed map's entries are a binary of their own, `benches/instructions_keyed.rs`: with one
+//! codegen unit, the keyed map's calls into the sliding window's and log's cores would change
+//! what the compiler inlines into the single limiters here.
+//!
 //! `.ci/stages/50-bench.sh` compares a run against the baseline committed in
 //! `benches/gungraun-baseline/` and fails when any count grows by more than 5 %
-//! (`Callgrind::soft_limits`, below). `benches/README.md` says how to update the baseline.
+//! (`Callgrind::soft_limits`, in `gate/mod.rs`). `benches/README.md` says how to update the
+//! baseline.
 
 // gungraun's macros generate undocumented modules, one per benchmark function.
 #![allow(missing_docs)]
 
-use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gungraun::prelude::*;
-use gungraun::{Callgrind, EventKind};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    FixedWindow, LiveFixedWindow, LiveTokenBucket, ManualClock, Quota, SlidingLog, SlidingWindow,
+    FixedWindow, LiveFixedWindow, LiveTokenBucket, ManualClock, SlidingLog, SlidingWindow,
     TokenBucket,
 };
 
+mod gate;
 mod peers;
-use peers::{drained, Check, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
-
-/// Requests per benchmark: the counts are per `CALLS` requests (divide to get one request).
-const CALLS: u64 = 100;
-
-/// The largest growth, in percent of the baseline's instruction count, that passes the gate.
-const MAX_GROWTH_PERCENT: f64 = 5.0;
-
-/// One request, as a function of its own: what the compiler inlines into it depends on the
-/// limiter's code alone, not on how it would fold a loop of requests around it.
-#[inline(never)]
-fn request<L: Check>(limiter: &L) -> bool {
-    limiter.check()
-}
-
-/// Makes `CALLS` requests; returns the limiter so that dropping it is not counted.
-#[inline(always)]
-fn run<L: Check>(limiter: L) -> L {
-    for _ in 0..CALLS {
-        black_box(request(black_box(&limiter)));
-    }
-    limiter
-}
-
-/// A manual clock frozen at one second.
-fn frozen() -> ManualClock {
-    let clock = ManualClock::new();
-    clock.set(Duration::from_secs(1));
-    clock
-}
-
-/// Far more than `CALLS` per second: every request allowed at a frozen instant.
-fn open() -> Quota {
-    Quota::per_second(1_000_000).unwrap()
-}
-
-/// One per hour: after the first, every request denied.
-fn closed() -> Quota {
-    Quota::per_hour(1).unwrap()
-}
+use gate::{closed, frozen, open, run};
+use peers::{drained, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
 
 type Tb = Tollgate<TokenBucket<ManualClock>>;
 type MTb = Tollgate<MutexTokenBucket<ManualClock>>;
@@ -275,8 +241,6 @@ library_benchmark_group!(
 );
 
 main!(
-    config = LibraryBenchmarkConfig::default().tool(
-        Callgrind::default().soft_limits([(EventKind::Ir, MAX_GROWTH_PERCENT)])
-    );
+    config = gate::config();
     library_benchmark_groups = tollgate_limiters, peer_limiters
 );

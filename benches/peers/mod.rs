@@ -9,6 +9,7 @@
 
 #![allow(dead_code)] // each bench target uses a part of this module
 
+use std::hash::Hash;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
@@ -19,8 +20,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Clock, CoarseClock, FixedWindow, Limiter, MonotonicClock, Quota, SlidingLog, SlidingWindow,
-    TokenBucket,
+    Clock, CoarseClock, FixedWindow, KeyedLimiter, Limiter, MonotonicClock, Quota, SlidingLog,
+    SlidingWindow, TokenBucket,
 };
 
 /// One request to a limiter: was it allowed?
@@ -53,6 +54,17 @@ impl<L: Limiter> Check for Tollgate<L> {
     #[inline]
     fn check(&self) -> bool {
         self.0.try_acquire().is_allowed()
+    }
+}
+
+/// A tollgate keyed map asked for one key: every request goes through
+/// [`KeyedLimiter::try_acquire`] on that key.
+pub struct TollgateKeyed<K, C>(pub KeyedLimiter<K, C>, pub K);
+
+impl<K: Hash + Eq + Clone + Send + Sync, C: Clock + Sync> Check for TollgateKeyed<K, C> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.try_acquire(&self.1).is_allowed()
     }
 }
 

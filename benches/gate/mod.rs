@@ -1,0 +1,58 @@
+//! What the instruction-count benchmarks share (`benches/instructions.rs`,
+//! `benches/instructions_keyed.rs`): the request loop, the frozen clock, the two quotas and the
+//! gate's limit.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use gungraun::prelude::*;
+use gungraun::{Callgrind, EventKind};
+use tollgate::{ManualClock, Quota};
+
+use crate::peers::Check;
+
+/// Requests per benchmark: the counts are per `CALLS` requests (divide to get one request).
+pub const CALLS: u64 = 100;
+
+/// The largest growth, in percent of the baseline's instruction count, that passes the gate.
+pub const MAX_GROWTH_PERCENT: f64 = 5.0;
+
+/// callgrind, failing the run when any count grows by more than [`MAX_GROWTH_PERCENT`].
+pub fn config() -> LibraryBenchmarkConfig {
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(Callgrind::default().soft_limits([(EventKind::Ir, MAX_GROWTH_PERCENT)]));
+    config
+}
+
+/// One request, as a function of its own: what the compiler inlines into it depends on the
+/// limiter's code alone, not on how it would fold a loop of requests around it.
+#[inline(never)]
+pub fn request<L: Check>(limiter: &L) -> bool {
+    limiter.check()
+}
+
+/// Makes `CALLS` requests; returns the limiter so that dropping it is not counted.
+#[inline(always)]
+pub fn run<L: Check>(limiter: L) -> L {
+    for _ in 0..CALLS {
+        black_box(request(black_box(&limiter)));
+    }
+    limiter
+}
+
+/// A manual clock frozen at one second.
+pub fn frozen() -> ManualClock {
+    let clock = ManualClock::new();
+    clock.set(Duration::from_secs(1));
+    clock
+}
+
+/// Far more than `CALLS` per second: every request allowed at a frozen instant.
+pub fn open() -> Quota {
+    Quota::per_second(1_000_000).unwrap()
+}
+
+/// One per hour: after the first, every request denied.
+pub fn closed() -> Quota {
+    Quota::per_hour(1).unwrap()
+}

@@ -1,0 +1,63 @@
+//! Instruction counts of the keyed map's hot path (gungraun, under valgrind's callgrind): part of
+//! the regression gate, with `benches/instructions.rs`.
+//!
+//! `KeyedLimiter::try_acquire` on one `u64` key already in the map, for the two one-word
+//! algorithms (token bucket, fixed window), allowed and denied: [`CALLS`](gate::CALLS) requests
+//! on a clock frozen at one second. The key's first request, which makes its limiter and inserts
+//! it, is made in the argument expression with the rest of the setup, outside the measurement;
+//! the map is handed back so that its drop is not counted either.
+//!
+//! A binary of its own: with one codegen unit, the keyed map's calls into the sliding window's
+//! and log's cores (every algorithm's map is reachable from `try_acquire`) would change what the
+//! compiler inlines into the single limiters of `benches/instructions.rs`, and the other way
+//! round.
+
+// gungraun's macros generate undocumented modules, one per benchmark function.
+#![allow(missing_docs)]
+
+use gungraun::prelude::*;
+use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+
+mod gate;
+mod peers;
+use gate::{closed, frozen, open, run};
+use peers::{drained, Check, TollgateKeyed};
+
+type Keyed = TollgateKeyed<u64, ManualClock>;
+
+/// The one key every request asks for.
+const HOT_KEY: u64 = 0x7f00_0001;
+
+/// A map of `algorithm` with [`HOT_KEY`] in it: the key's first request, which makes its limiter
+/// and inserts it, is made here.
+fn keyed(algorithm: Algorithm, quota: Quota) -> Keyed {
+    let map = KeyedLimiter::with_clock(algorithm, quota, frozen()).expect("the quota fits");
+    let limiter = TollgateKeyed(map, HOT_KEY);
+    assert!(limiter.check(), "a new key's first request is allowed");
+    assert_eq!(limiter.0.len(), 1);
+    limiter
+}
+
+#[library_benchmark]
+#[bench::allowed(keyed(Algorithm::TokenBucket, open()))]
+#[bench::denied(drained(keyed(Algorithm::TokenBucket, closed())))]
+fn keyed_token_bucket(limiter: Keyed) -> Keyed {
+    run(limiter)
+}
+
+#[library_benchmark]
+#[bench::allowed(keyed(Algorithm::FixedWindow, open()))]
+#[bench::denied(drained(keyed(Algorithm::FixedWindow, closed())))]
+fn keyed_fixed_window(limiter: Keyed) -> Keyed {
+    run(limiter)
+}
+
+library_benchmark_group!(
+    name = keyed_limiters,
+    benchmarks = [keyed_token_bucket, keyed_fixed_window]
+);
+
+main!(
+    config = gate::config();
+    library_benchmark_groups = keyed_limiters
+);
