@@ -32,6 +32,20 @@ const HOT_KEY: u64 = 0x7f00_0001;
 /// and inserts it, is made here.
 fn keyed(algorithm: Algorithm, quota: Quota) -> Keyed {
     let map = KeyedLimiter::with_clock(algorithm, quota, frozen()).expect("the quota fits");
+    hot(map)
+}
+
+/// A map whose quotas can change while it runs (`live()`).
+fn live(algorithm: Algorithm, quota: Quota) -> Keyed {
+    let map = KeyedLimiter::builder(algorithm, quota)
+        .live()
+        .build_with_clock(frozen())
+        .expect("the quota fits");
+    hot(map)
+}
+
+/// The map with its hot key inserted (outside the measurement).
+fn hot(map: KeyedLimiter<u64, ManualClock>) -> Keyed {
     let limiter = TollgateKeyed(map, HOT_KEY);
     assert!(limiter.check(), "a new key's first request is allowed");
     assert_eq!(limiter.0.len(), 1);
@@ -52,9 +66,28 @@ fn keyed_fixed_window(limiter: Keyed) -> Keyed {
     run(limiter)
 }
 
+#[library_benchmark]
+#[bench::allowed(live(Algorithm::TokenBucket, open()))]
+#[bench::denied(drained(live(Algorithm::TokenBucket, closed())))]
+fn keyed_live_token_bucket(limiter: Keyed) -> Keyed {
+    run(limiter)
+}
+
+#[library_benchmark]
+#[bench::allowed(live(Algorithm::FixedWindow, open()))]
+#[bench::denied(drained(live(Algorithm::FixedWindow, closed())))]
+fn keyed_live_fixed_window(limiter: Keyed) -> Keyed {
+    run(limiter)
+}
+
 library_benchmark_group!(
     name = keyed_limiters,
-    benchmarks = [keyed_token_bucket, keyed_fixed_window]
+    benchmarks = [
+        keyed_token_bucket,
+        keyed_fixed_window,
+        keyed_live_token_bucket,
+        keyed_live_fixed_window
+    ]
 );
 
 main!(

@@ -147,9 +147,23 @@ impl<R: Retune> LivePlan<R> {
 
 /// A window's words read right under every limit: a window plan's keys need no carrying.
 impl PlanRef<Fixed> for Arc<LivePlan<Fixed>> {
+    type Params<'a> = Read<<Fixed as Algo>::Params>;
+
     #[inline(always)]
-    fn with<T>(&self, f: impl FnOnce(&<Fixed as Algo>::Params) -> T) -> T {
-        f(&self.params())
+    fn params(&self) -> Self::Params<'_> {
+        Read(LivePlan::params(self))
+    }
+}
+
+/// Parameters read from a live plan's cell, for one request.
+pub(crate) struct Read<P>(P);
+
+impl<P> core::ops::Deref for Read<P> {
+    type Target = P;
+
+    #[inline(always)]
+    fn deref(&self) -> &P {
+        &self.0
     }
 }
 
@@ -331,7 +345,7 @@ impl KeySlot for BucketSlot {
     }
 
     fn untracked(&self, now_ns: u64, n: u64) -> Decision {
-        decide(&self.plan.params(), 0, now_ns, n).0
+        decide(&LivePlan::params(&self.plan), 0, now_ns, n).0
     }
 }
 

@@ -97,17 +97,25 @@ impl WordRule for Fixed {
 /// Where a one-word limiter reads its parameters: its plan's fixed ones, shared by the keys of
 /// one quota (`Arc<R::Params>`), or a live plan's parameter cell (see `live.rs`).
 pub(crate) trait PlanRef<R: WordRule>: Send + Sync + 'static {
-    /// Runs `f` on the parameters one request decides under.
-    fn with<T>(&self, f: impl FnOnce(&R::Params) -> T) -> T;
+    /// The parameters one request decides under: a reference to the fixed ones, or a copy
+    /// read from the cell.
+    type Params<'a>: core::ops::Deref<Target = R::Params>
+    where
+        Self: 'a;
+
+    /// The parameters for one request.
+    fn params(&self) -> Self::Params<'_>;
 }
 
 impl<R: WordRule> PlanRef<R> for Arc<R::Params>
 where
     R::Params: Send + Sync,
 {
+    type Params<'a> = &'a R::Params;
+
     #[inline(always)]
-    fn with<T>(&self, f: impl FnOnce(&R::Params) -> T) -> T {
-        f(self)
+    fn params(&self) -> &R::Params {
+        self
     }
 }
 
@@ -138,7 +146,7 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
 
     /// The decision a fresh limiter on this plan would give, writing nothing.
     pub(crate) fn decide_fresh(&self, now_ns: u64, n: u64) -> Decision {
-        self.plan.with(|p| R::decide(p, 0, now_ns, n).0)
+        R::decide(&self.plan.params(), 0, now_ns, n).0
     }
 
     /// A request of cost `n` at `now_ns`: one load, and for an admission one compare-exchange.
@@ -150,12 +158,8 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
     /// [`WordSlot::acquire`], or with a defect planted for a loom model.
     #[inline(always)]
     pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
-        self.plan.with(|p| self.acquire_with::<PLANT>(p, now_ns, n))
-    }
-
-    /// [`WordSlot::acquire_planted`] under the parameters `p`.
-    #[inline(always)]
-    fn acquire_with<const PLANT: Plant>(&self, p: &R::Params, now_ns: u64, n: u64) -> Attempt {
+        let params = self.plan.params();
+        let p = &*params;
         // Relaxed: see the module's orderings.
         let mut word = self.word.load(Ordering::Relaxed);
         loop {
@@ -200,7 +204,7 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
     pub(crate) fn try_evict_planted<const PLANT: Plant>(&self, now_ns: u64) -> bool {
         // Relaxed: the compare-exchange below decides; a stale load only makes it fail.
         let word = self.word.load(Ordering::Relaxed);
-        if word == EVICTED || !self.plan.with(|p| is_fresh::<R>(p, word, now_ns)) {
+        if word == EVICTED || !is_fresh::<R>(&self.plan.params(), word, now_ns) {
             return false;
         }
         if PLANT == EVICTOR_STORES {
