@@ -8,22 +8,25 @@
 //! the reference removes); `len()` and `is_empty()` equal to the reference's after every step.
 //! A key evicted and asked again starts on a fresh limiter in both.
 //!
-//! Part of the inputs (a flag in the header) build the map [`tollgate::KeyedBuilder::live`] (token
-//! bucket or fixed window; the others must refuse it with [`QuotaError::NotLive`]) and change
-//! quotas while it runs (`SetQuota`: the map's own with `set_quota`, or a plan's with
-//! `set_plan_quota`). The reference of a live map holds per key the model of its algorithm
-//! that takes `set_quota` ([`crate::model`], as the `live` target drives it), and per plan the
-//! model of a key never charged, at the plan's quota in force: a new key of the plan starts
-//! as a copy of it. A change goes to the plan's model first; accepted, to every key of the
-//! plan at the same instant; refused, with the model's typed error, to none. After every
-//! change: `quota()` and every `plan_quota()` equal to the reference's, and a zero-cost
-//! request of every key equal to its model's (the carry, seen at once). A map built without
-//! `live` refuses every change with `NotLive` and keeps its quotas.
-//!
 //! Half the inputs bound the map (`max_keys` 1 to 8, either [`WhenFull`]): the reference
 //! mirrors the bound's rule step by step (single-threaded it is exact): a new key that finds
 //! the map full sweeps idle keys when a sweep is due, then is denied (`Deny`) or judged by a
 //! throwaway twin (`AdmitUntracked`).
+//!
+//! Half the inputs (a flag in the header) build the map
+//! [`live()`](tollgate::KeyedBuilder::live) (token bucket or fixed window; the others must
+//! refuse it with [`QuotaError::NotLive`]) and change quotas while it runs: `SetQuota`, the
+//! map's own with `set_quota` or a plan's with `set_plan_quota`. The reference of a live map
+//! holds per key the model of its algorithm that takes `set_quota` ([`crate::model`], as the
+//! `live` target drives it), and per plan the model of a key never charged, at the plan's
+//! quota in force: a new key of the plan starts as a copy of it. A change goes to the plan's
+//! model first; accepted, to every key of the plan at the same instant; refused, with the
+//! model's typed error, to none. After every change: `quota()` and every `plan_quota()` equal
+//! to the reference's, and a zero-cost request of every key equal to its model's (the carry,
+//! seen at once). A map built without `live` refuses every change with `NotLive` and keeps its
+//! quotas. The bound's rule reads the quotas that name the map and the plans, as the map does:
+//! sweeps are spaced by the period the map was built with, and a `Deny` waits the period of
+//! the quota the request names.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
