@@ -50,7 +50,8 @@ pub const KEYS: u8 = 8;
 /// One step of a keyed scenario.
 #[derive(Arbitrary, Clone, Copy, Debug)]
 pub enum KeyedOp {
-    /// The clock moves forward (saturating), by a span of the map's period.
+    /// The clock moves forward (saturating), by a span of the period of the map's quota in
+    /// force.
     Advance(Span),
     /// The clock moves backward (saturating at zero).
     StepBack(Span),
@@ -406,9 +407,10 @@ pub fn run(data: &[u8]) {
         live: spec.live.then(HashMap::new),
         bound: bound.map(|(max_keys, when_full)| (max_keys, when_full, 0, 0)),
     };
-    let period_ns = nanos(quota.period());
     let mut now: u64 = 0;
     for (step, &op) in ops.iter().enumerate() {
+        // Spans of the period of the map's quota in force.
+        let period_ns = nanos(reference.plan_quota(&quota).period());
         match op {
             KeyedOp::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
