@@ -12,6 +12,21 @@
 //! mirrors the bound's rule step by step (single-threaded it is exact): a new key that finds
 //! the map full sweeps idle keys when a sweep is due, then is denied (`Deny`) or judged by a
 //! throwaway twin (`AdmitUntracked`).
+//!
+//! Half the inputs (a flag in the header) build the map
+//! [`live()`](tollgate::KeyedBuilder::live) (token bucket or fixed window; the others must
+//! refuse it with [`QuotaError::NotLive`]) and change quotas while it runs: `SetQuota`, the
+//! map's own with `set_quota` or a plan's with `set_plan_quota`. The reference of a live map
+//! holds per key the model of its algorithm that takes `set_quota` ([`crate::model`], as the
+//! `live` target drives it), and per plan the model of a key never charged, at the plan's
+//! quota in force: a new key of the plan starts as a copy of it. A change goes to the plan's
+//! model first; accepted, to every key of the plan at the same instant; refused, with the
+//! model's typed error, to none. After every change: `quota()` and every `plan_quota()` equal
+//! to the reference's, and a zero-cost request of every key equal to its model's (the carry,
+//! seen at once). A map built without `live` refuses every change with `NotLive` and keeps its
+//! quotas. The bound's rule reads the quotas that name the map and the plans, as the map does:
+//! sweeps are spaced by the period the map was built with, and a `Deny` waits the period of
+//! the quota the request names.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -25,6 +40,8 @@ use tollgate::{
 };
 
 use crate::differential::MAX_LOG_LIMIT;
+use crate::live::QuotaChoice;
+use crate::model::{FixedWindowModel, TokenBucketModel};
 use crate::{Cost, Outcome, QuotaSpec, Span, MAX_OPS};
 
 /// Keys are `0..KEYS`.
@@ -33,7 +50,8 @@ pub const KEYS: u8 = 8;
 /// One step of a keyed scenario.
 #[derive(Arbitrary, Clone, Copy, Debug)]
 pub enum KeyedOp {
-    /// The clock moves forward (saturating), by a span of the map's period.
+    /// The clock moves forward (saturating), by a span of the period of the map's quota in
+    /// force.
     Advance(Span),
     /// The clock moves backward (saturating at zero).
     StepBack(Span),
@@ -55,6 +73,15 @@ pub enum KeyedOp {
     },
     /// `evict_idle()`.
     EvictIdle,
+    /// A quota change: `plan % (plans + 2)` picks `set_quota` (0), `set_plan_quota` of the
+    /// map's own quota by its name (1), or of plan `plan - 2`; the new quota is drawn relative
+    /// to the one in force for that plan.
+    SetQuota {
+        /// Which plan, mod the number of valid plans plus two.
+        plan: u8,
+        /// The new quota.
+        quota: QuotaChoice,
+    },
 }
 
 /// The map's settings, decoded first.
@@ -69,6 +96,8 @@ pub struct KeyedSpec {
     pub plans: [QuotaSpec; 3],
     /// `max_keys = 1 + k % KEYS` and `AdmitUntracked` if true, `Deny` if false.
     pub bound: Option<(u8, bool)>,
+    /// Built [`tollgate::KeyedBuilder::live`].
+    pub live: bool,
 }
 
 /// Decodes the settings and up to [`MAX_OPS`] operations; `None` if the bytes run out before
@@ -109,29 +138,97 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).expect("a validated period fits in u64 ns")
 }
 
-/// The reference: the keyed map as a `HashMap` of twins, with the bound's rule spelled out.
+/// One key's limiter in a live map's reference: the model of its algorithm that takes
+/// `set_quota`, as the `live` target drives it.
+#[derive(Clone, Debug)]
+enum LiveModel {
+    /// A live token bucket, in the tick of its plan's first quota.
+    Bucket(TokenBucketModel),
+    /// A live fixed window.
+    Window(FixedWindowModel),
+}
+
+impl LiveModel {
+    /// A key never charged, on a plan first made from `quota`; `None` for the algorithms a
+    /// live map refuses.
+    fn new(algorithm: Algorithm, quota: &Quota) -> Option<LiveModel> {
+        match algorithm {
+            Algorithm::TokenBucket => Some(LiveModel::Bucket(TokenBucketModel::live(quota))),
+            Algorithm::FixedWindow => Some(LiveModel::Window(FixedWindowModel::new(quota))),
+            Algorithm::SlidingWindow | Algorithm::SlidingLog => None,
+        }
+    }
+
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        match self {
+            LiveModel::Bucket(m) => m.acquire(now_ns, n),
+            LiveModel::Window(m) => m.acquire(now_ns, n),
+        }
+    }
+
+    /// A change at `now_ns` (a window's count does not depend on the instant).
+    fn set_quota(&mut self, quota: &Quota, now_ns: u64) -> Result<(), QuotaError> {
+        match self {
+            LiveModel::Bucket(m) => m.set_quota(quota, now_ns),
+            LiveModel::Window(m) => m.set_quota(quota),
+        }
+    }
+}
+
+/// One key's limiter in the reference.
+enum KeyRef {
+    /// A map built without `live`: the mutex twin.
+    Twin(Box<dyn Limiter>),
+    /// A live map: the model, and the name of the key's plan.
+    Live { plan: Quota, model: LiveModel },
+}
+
+impl KeyRef {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        match self {
+            KeyRef::Twin(twin) => Outcome::from(twin.try_acquire_n(n)),
+            KeyRef::Live { model, .. } => model.acquire(now_ns, n),
+        }
+    }
+
+    /// A zero-cost request: nothing charged.
+    fn probe(&mut self, now_ns: u64) -> Outcome {
+        self.acquire(now_ns, 0)
+    }
+
+    /// Whether the limiter is back to full capacity at `now_ns`: `Slot::is_fresh`, a
+    /// zero-cost request whose `reset_after` is zero.
+    fn is_fresh(&mut self, now_ns: u64) -> bool {
+        self.probe(now_ns).reset_after_ns == 0
+    }
+}
+
+/// A live plan in the reference: its quota in force, and a key of it never charged.
+struct PlanRef {
+    quota: Quota,
+    fresh: LiveModel,
+}
+
+/// The reference: the keyed map as a `HashMap` of twins (or, live, of models), with the
+/// bound's rule spelled out.
 struct Reference {
     algorithm: Algorithm,
     quota: Quota,
     clock: ManualClock,
-    twins: HashMap<u64, Box<dyn Limiter>>,
+    keys: HashMap<u64, KeyRef>,
+    /// A live map's plans by name, made on first use; `None` if not live.
+    live: Option<HashMap<Quota, PlanRef>>,
     /// `(max_keys, when_full, last_sweep_ns, full_misses)`.
     bound: Option<(usize, WhenFull, u64, u64)>,
 }
 
 impl Reference {
-    /// Whether a twin is back to full capacity at the clock's now: `Slot::is_fresh`, a
-    /// zero-cost request whose `reset_after` is zero.
-    fn is_fresh(twin: &dyn Limiter) -> bool {
-        twin.try_acquire_n(0).reset_after() == Duration::ZERO
-    }
-
-    /// Removes the fresh twins; how many.
+    /// Removes the fresh limiters; how many.
     fn sweep(&mut self) -> usize {
-        let before = self.twins.len();
-        self.twins
-            .retain(|_, twin| !Reference::is_fresh(twin.as_ref()));
-        before - self.twins.len()
+        let now = self.clock.now_nanos();
+        let before = self.keys.len();
+        self.keys.retain(|_, key| !key.is_fresh(now));
+        before - self.keys.len()
     }
 
     /// `KeyedLimiter::make_room`: may a new key be inserted?
@@ -139,7 +236,7 @@ impl Reference {
         let Some((max_keys, _, last, misses)) = self.bound else {
             return true;
         };
-        if self.twins.len() < max_keys {
+        if self.keys.len() < max_keys {
             return true;
         }
         let misses = misses + 1;
@@ -154,30 +251,86 @@ impl Reference {
         if let Some(bound) = &mut self.bound {
             (bound.2, bound.3) = (last, misses);
         }
-        self.twins.len() < max_keys
+        self.keys.len() < max_keys
+    }
+
+    /// A live map's plan named `name`, made at `name` on its first use.
+    fn plan(&mut self, name: Quota) -> Option<&mut PlanRef> {
+        let algorithm = self.algorithm;
+        let plans = self.live.as_mut()?;
+        Some(plans.entry(name).or_insert_with(|| PlanRef {
+            quota: name,
+            fresh: LiveModel::new(algorithm, &name).expect("a live map's algorithm"),
+        }))
+    }
+
+    /// A new key's limiter, made from `quota`: a twin, or a copy of the live plan's fresh key.
+    fn fresh(&mut self, quota: Quota) -> Result<KeyRef, QuotaError> {
+        if let Some(plan) = self.plan(quota) {
+            let model = plan.fresh.clone();
+            return Ok(KeyRef::Live { plan: quota, model });
+        }
+        twin(self.algorithm, quota, &self.clock).map(KeyRef::Twin)
     }
 
     /// A request of `n` units for `key`, whose limiter (if new) is made from `quota`.
     fn acquire(&mut self, key: u64, n: u64, quota: Quota) -> Outcome {
-        if !self.twins.contains_key(&key) {
-            let Ok(fresh) = twin(self.algorithm, quota, &self.clock) else {
+        let now = self.clock.now_nanos();
+        if !self.keys.contains_key(&key) {
+            let Ok(mut fresh) = self.fresh(quota) else {
                 // The map's algorithm cannot represent the plan: denied, nothing inserted.
                 return Outcome::exceeds(0, 0);
             };
-            let now = self.clock.now_nanos();
             if !self.make_room(now) {
                 let (_, when_full, _, _) = self.bound.expect("only a bound says no");
                 return match when_full {
+                    // The period of the quota that names the plan.
                     WhenFull::Deny => {
                         let pass_at = now.saturating_add(nanos(quota.period()));
                         Outcome::denied(0, now, pass_at, 0)
                     }
-                    WhenFull::AdmitUntracked => Outcome::from(fresh.try_acquire_n(n)),
+                    WhenFull::AdmitUntracked => fresh.acquire(now, n),
                 };
             }
-            self.twins.insert(key, fresh);
+            self.keys.insert(key, fresh);
         }
-        Outcome::from(self.twins[&key].try_acquire_n(n))
+        self.keys
+            .get_mut(&key)
+            .expect("inserted above")
+            .acquire(now, n)
+    }
+
+    /// A change of the plan named `name` to `quota`: the plan's fresh key first (it says
+    /// whether the change is refused, and with which error), then every key of the plan, at
+    /// the same instant. A map built without `live` refuses every change.
+    fn set_quota(&mut self, name: Quota, quota: &Quota) -> Result<(), QuotaError> {
+        let now = self.clock.now_nanos();
+        let Some(plan) = self.plan(name) else {
+            return Err(QuotaError::NotLive);
+        };
+        plan.fresh.set_quota(quota, now)?;
+        plan.quota = *quota;
+        for (key, limiter) in &mut self.keys {
+            let KeyRef::Live { plan, model } = limiter else {
+                unreachable!("a live map's keys are models");
+            };
+            if *plan == name {
+                assert_eq!(
+                    model.set_quota(quota, now),
+                    Ok(()),
+                    "key {key}: a change its plan accepts"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The quota in force for the plan named `name`.
+    fn plan_quota(&self, name: &Quota) -> Quota {
+        self.live
+            .as_ref()
+            .and_then(|plans| plans.get(name))
+            .map_or(*name, |plan| plan.quota)
     }
 }
 
@@ -221,12 +374,21 @@ pub fn run(data: &[u8]) {
         let max_keys = NonZeroUsize::new(max_keys).expect("at least one key");
         builder = builder.max_keys(max_keys, when_full);
     }
+    if spec.live {
+        builder = builder.live();
+    }
     let built = builder.build_with_clock(clock.clone());
+    let live_model = LiveModel::new(algorithm, &quota);
     let twin_built = twin(algorithm, quota, &clock);
+    let expected = match (spec.live, &live_model) {
+        (true, None) => Some(&QuotaError::NotLive),
+        _ => twin_built.as_ref().err(),
+    };
     assert_eq!(
         built.as_ref().err(),
-        twin_built.as_ref().err(),
-        "{algorithm:?} map vs twin on {quota:?}"
+        expected,
+        "{algorithm:?} map (live: {}) vs twin on {quota:?}",
+        spec.live
     );
     let Ok(keyed) = built else { return };
     for plan in &plans {
@@ -241,12 +403,14 @@ pub fn run(data: &[u8]) {
         algorithm,
         quota,
         clock: clock.clone(),
-        twins: HashMap::new(),
+        keys: HashMap::new(),
+        live: spec.live.then(HashMap::new),
         bound: bound.map(|(max_keys, when_full)| (max_keys, when_full, 0, 0)),
     };
-    let period_ns = nanos(quota.period());
     let mut now: u64 = 0;
     for (step, &op) in ops.iter().enumerate() {
+        // Spans of the period of the map's quota in force.
+        let period_ns = nanos(reference.plan_quota(&quota).period());
         match op {
             KeyedOp::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
@@ -290,12 +454,72 @@ pub fn run(data: &[u8]) {
                 let expected = reference.sweep();
                 assert_eq!(evicted, expected, "step {step}: evicted at {now} ns");
             }
+            KeyedOp::SetQuota {
+                plan,
+                quota: choice,
+            } => {
+                let which = usize::from(plan) % (plans.len() + 2);
+                let name = which.checked_sub(2).map_or(quota, |i| plans[i]);
+                let Some(new) = choice.build(&reference.plan_quota(&name)) else {
+                    continue;
+                };
+                let got = if which == 0 {
+                    keyed.set_quota(new)
+                } else {
+                    keyed.set_plan_quota(&name, new)
+                };
+                let expected = reference.set_quota(name, &new);
+                assert_eq!(
+                    got, expected,
+                    "step {step}: plan {name:?} changed to {new:?} at {now} ns"
+                );
+                check_quotas(&keyed, &reference, quota, &plans, step);
+                // The change carried every key of the plan (or, refused, none): a zero-cost
+                // request of each sees the level it left.
+                let mut keys: Vec<u64> = reference.keys.keys().copied().collect();
+                keys.sort_unstable();
+                for key in keys {
+                    let got = Outcome::from(keyed.try_acquire_n(&key, 0));
+                    let expected = reference
+                        .keys
+                        .get_mut(&key)
+                        .expect("listed above")
+                        .probe(now);
+                    assert_eq!(
+                        got, expected,
+                        "step {step}: key {key} after {name:?} changed to {new:?} \
+                         at {now} ns"
+                    );
+                }
+            }
         }
-        assert_eq!(keyed.len(), reference.twins.len(), "step {step}: len");
+        assert_eq!(keyed.len(), reference.keys.len(), "step {step}: len");
         assert_eq!(
             keyed.is_empty(),
-            reference.twins.is_empty(),
+            reference.keys.is_empty(),
             "step {step}: is_empty"
+        );
+    }
+}
+
+/// `quota()` and every plan's `plan_quota()` equal to the reference's.
+fn check_quotas(
+    keyed: &KeyedLimiter<u64, ManualClock>,
+    reference: &Reference,
+    quota: Quota,
+    plans: &[Quota],
+    step: usize,
+) {
+    assert_eq!(
+        keyed.quota(),
+        reference.plan_quota(&quota),
+        "step {step}: quota()"
+    );
+    for plan in plans {
+        assert_eq!(
+            keyed.plan_quota(plan),
+            reference.plan_quota(plan),
+            "step {step}: plan_quota({plan:?})"
         );
     }
 }

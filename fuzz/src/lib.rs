@@ -10,7 +10,7 @@
 //! | `sliding_window` | the same against [`model::SlidingWindowModel`]; at most `limit` in any window of length `period` |
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
 //! | `leased`         | `Leased` (up to 4 virtual threads, give-backs, thread exits) vs `MutexTokenBucket`: every admission within burst + rate × time + `max_overshoot()` over each stretch of non-decreasing readings; give-backs never above the burst; at most the burst at one instant (its own [`leased::LeasedOp`]s) |
-//! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded) = a `HashMap` of mutex twins on every decision, eviction count and `len()` (its own [`keyed::KeyedOp`]s) |
+//! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded, optionally `live()` with `SetQuota`) = a `HashMap` of mutex twins (live: of the `live` target's models, carried over every change) on every decision, eviction count, `len()` and change (its own [`keyed::KeyedOp`]s) |
 //! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
