@@ -24,9 +24,9 @@
 //! model's typed error, to none. After every change: `quota()` and every `plan_quota()` equal
 //! to the reference's, and a zero-cost request of every key equal to its model's (the carry,
 //! seen at once). A map built without `live` refuses every change with `NotLive` and keeps its
-//! quotas. The bound's rule reads the quotas that name the map and the plans, as the map does:
-//! sweeps are spaced by the period the map was built with, and a `Deny` waits the period of
-//! the quota the request names.
+//! quotas. The bound's rule reads the quotas in force, as the map does: sweeps are spaced by
+//! the period of the map's own quota, and a `Deny` waits the period of the plan the request
+//! names.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -241,7 +241,7 @@ impl Reference {
         }
         let misses = misses + 1;
         let due = misses >= (max_keys as u64 / 16).max(1)
-            || now.saturating_sub(last) >= nanos(self.quota.period());
+            || now.saturating_sub(last) >= nanos(self.plan_quota(&self.quota).period());
         let (last, misses) = if due {
             self.sweep();
             (now, 0)
@@ -284,9 +284,9 @@ impl Reference {
             if !self.make_room(now) {
                 let (_, when_full, _, _) = self.bound.expect("only a bound says no");
                 return match when_full {
-                    // The period of the quota that names the plan.
+                    // The period of the plan's quota in force.
                     WhenFull::Deny => {
-                        let pass_at = now.saturating_add(nanos(quota.period()));
+                        let pass_at = now.saturating_add(nanos(self.plan_quota(&quota).period()));
                         Outcome::denied(0, now, pass_at, 0)
                     }
                     WhenFull::AdmitUntracked => fresh.acquire(now, n),

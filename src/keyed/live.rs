@@ -397,6 +397,10 @@ impl<R: Retune> LivePlans<R> {
 impl SlotMaker for LivePlans<Gcra> {
     type Slot = BucketSlot;
 
+    fn in_force(&self, name: &Quota) -> Quota {
+        self.find(name).map_or(*name, |plan| plan.quota())
+    }
+
     #[inline]
     fn make(&self, quota: &Quota) -> Result<BucketSlot, QuotaError> {
         Ok(BucketSlot::new(self.plan(quota)?))
@@ -409,6 +413,10 @@ impl SlotMaker for LivePlans<Gcra> {
 
 impl SlotMaker for LivePlans<Fixed> {
     type Slot = WordSlot<Fixed, Arc<LivePlan<Fixed>>>;
+
+    fn in_force(&self, name: &Quota) -> Quota {
+        self.find(name).map_or(*name, |plan| plan.quota())
+    }
 
     #[inline]
     fn make(&self, quota: &Quota) -> Result<Self::Slot, QuotaError> {
@@ -459,7 +467,7 @@ where
     }
 
     fn quota_of(&self, name: &Quota) -> Quota {
-        self.maker.find(name).map_or(*name, |plan| plan.quota())
+        self.maker.in_force(name)
     }
 }
 
@@ -479,7 +487,7 @@ where
     }
 
     fn quota_of(&self, name: &Quota) -> Quota {
-        self.maker.find(name).map_or(*name, |plan| plan.quota())
+        self.maker.in_force(name)
     }
 }
 

@@ -119,7 +119,7 @@ impl Algorithm {
 pub enum WhenFull {
     /// Deny the new key's request (fail closed). The default: no key is ever admitted beyond
     /// its quota, at the price of turning new clients away while the map is full. The denial
-    /// has `remaining() == 0` and `retry_after()` of the key's quota period.
+    /// has `remaining() == 0` and `retry_after()` of the period of the key's quota in force.
     #[default]
     Deny,
     /// Judge the request by a fresh limiter made for it and dropped (fail open): new keys are
@@ -1001,7 +1001,7 @@ where
             if !self.make_room(shared, bound, now) {
                 return Err(match bound.when_full {
                     WhenFull::Deny => {
-                        let period = duration_to_nanos(quota.period());
+                        let period = duration_to_nanos(self.maker.in_force(quota).period());
                         Decision::denied(0, now, now.saturating_add(period), 0)
                     }
                     // Judged by the fresh limiter, which is then dropped.
@@ -1035,7 +1035,7 @@ where
         // or once fewer, which is harmless.
         let misses = bound.full_misses.fetch_add(1, Ordering::Relaxed) + 1;
         let last = bound.last_sweep_ns.load(Ordering::Relaxed);
-        let period = duration_to_nanos(shared.quota.period());
+        let period = duration_to_nanos(self.maker.in_force(&shared.quota).period());
         let due =
             misses >= (bound.max_keys as u64 / 16).max(1) || now.saturating_sub(last) >= period;
         if due

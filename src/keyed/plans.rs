@@ -66,6 +66,12 @@ pub(crate) trait SlotMaker: Send + Sync {
     /// A fresh limiter for a key whose first request carries `quota`.
     fn make(&self, quota: &Quota) -> Result<Self::Slot, QuotaError>;
 
+    /// The quota in force for the plan named `name`: `name` itself, unless a live map's
+    /// change replaced it. Read on the full map's path only.
+    fn in_force(&self, name: &Quota) -> Quota {
+        *name
+    }
+
     /// Whether [`SlotMaker::make`] can make a limiter for `quota`.
     fn check(&self, quota: &Quota) -> Result<(), QuotaError> {
         self.make(quota).map(drop)
