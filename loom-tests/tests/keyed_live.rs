@@ -319,8 +319,7 @@ fn a_request_racing_a_loosening_is_judged_by_one_quota() {
 /// slot of the first quota, which the request may have read before loading the word, so the
 /// second change's walk must have carried the word and the request must load it again. The
 /// request is admitted before the changes (1.5 used, carried: 1 of 1, then 1 of 2: one more
-/// token), denied between them (0.05 of 1 used, 0.95 left; carried back: 0.5 of 2, one more
-/// token), admitted after them (0.5 of 2 used: no more token).
+/// token), denied between them (0.5 of 1 used; carried back: 0.5 of 2, one more token), admitted after them (0.5 of 2 used: no more token).
 const TWO_CHANGES: Scenario = Scenario {
     quota: per_second(1, 2),
     setup: &[Op::Acquire(1), Op::Clock(500)],
@@ -336,6 +335,35 @@ fn a_request_racing_two_changes_is_judged_by_one_quota() {
     model(
         "keyed live: a request racing two changes",
         race(TWO_CHANGES, KeyedLivePlant::Sound),
+    );
+}
+
+/// 1/s (burst 2), one token taken at 0, read at 500 ms: half a token used. One thread changes
+/// the plan to 10/s (burst 2), then back to 1/s (burst 2), while the other asks for a token:
+/// 0.5 of 2 used before, between and after the changes, so every serial order admits it
+/// (1.5 used after, under either quota), and none has a token for a second request until
+/// the clock reaches 1 s. A request that loaded the word before the changes and read the
+/// parameters after both must load the word again, not refuse.
+const TWO_CHANGES_ADMITTED: Scenario = Scenario {
+    quota: per_second(1, 2),
+    setup: &[Op::Acquire(1), Op::Clock(500)],
+    threads: &[
+        &[Op::Change(per_second(10, 2)), Op::Change(per_second(1, 2))],
+        &[Op::Acquire(1)],
+    ],
+    probes: &[
+        Op::Acquire(1),
+        Op::Clock(1_000),
+        Op::Acquire(1),
+        Op::Acquire(1),
+    ],
+};
+
+#[test]
+fn a_request_racing_two_changes_within_every_quota_is_admitted() {
+    model(
+        "keyed live: a request within every quota racing two changes",
+        race(TWO_CHANGES_ADMITTED, KeyedLivePlant::Sound),
     );
 }
 
