@@ -21,9 +21,10 @@
 //! previous ones. So when version `v + 1` is published, no word of the plan with `tat ≠ 0` is
 //! counted in `v - 1` or earlier, and none can be written: a request writes the version it
 //! read after loading the word, and its compare-exchange fails on any word the walk carried
-//! since (the epoch only grows and, within an epoch, `tat` only grows: no ABA). The walk visits
-//! every entry present when it starts (papaya's iteration), and a request's word was present
-//! when the request loaded it.
+//! since (the epoch only grows and, within an epoch, `tat` only grows: no ABA); one that loaded
+//! it before the walk and reads the cell after the next change finds it changed and loads it
+//! again. The walk visits every entry present when it starts (papaya's iteration), and a
+//! request's word was present when the request loaded it.
 //!
 //! # Orderings
 //!
@@ -169,10 +170,16 @@ impl<P> core::ops::Deref for Read<P> {
 
 /// A live bucket plan's view of a word.
 impl LivePlan<Gcra> {
-    /// The version a request decides the word `(epoch, tat)` under, its parameters, and
-    /// `tat` counted in them; `None` if the word must be loaded again (it was carried since).
+    /// The version a request decides the word `(epoch, tat)`, loaded from `word`, under, its
+    /// parameters, and `tat` counted in them; `None` if the word must be loaded again (it was
+    /// carried since).
     #[inline]
-    fn counted<const PLANT: Plant>(&self, epoch: u64, tat: u64) -> Option<(u64, GcraParams, u64)> {
+    fn counted<const PLANT: Plant>(
+        &self,
+        word: &AtomicU128,
+        epoch: u64,
+        tat: u64,
+    ) -> Option<(u64, GcraParams, u64)> {
         let (version, words) = self.cell.read_versioned::<SOUND>();
         let p = GcraParams::from_words(packed(words));
         if epoch == version || tat == 0 || PLANT == REQUESTER_SKIPS_CARRY {
@@ -189,8 +196,15 @@ impl LivePlan<Gcra> {
             // Not reached (the word's Release, our Acquire): load it again.
             return None;
         }
-        // Not reached either (see the module's invariant). Were it: empty at the change,
-        // never a token it might not have.
+        // Loaded before the walk of the change to `version - 1`, which carried it before that
+        // change published (and so before this read of `version`): the word has changed.
+        // Acquire: as a request's load; it sees the walk's write (the change's Release of
+        // `version`, our Acquire), and a word never takes a value back.
+        if word.load(Ordering::Acquire) != join(epoch, tat) {
+            return None;
+        }
+        // Not reached (see the module's invariant). Were it: empty at the change, never a
+        // token it might not have.
         debug_assert!(false, "a word counted in version {epoch} read at {version}");
         Some((version, p, ticks(&p, words[PARAM_WORDS]) + p.capacity))
     }
@@ -242,7 +256,7 @@ impl BucketSlot {
             if tat == EVICTED {
                 return evicted();
             }
-            let Some((version, p, tat)) = self.plan.counted::<PLANT>(epoch, tat) else {
+            let Some((version, p, tat)) = self.plan.counted::<PLANT>(&self.word, epoch, tat) else {
                 Backoff::new().snooze();
                 // Acquire: as the first load.
                 word = self.word.load(Ordering::Acquire);
@@ -285,7 +299,7 @@ impl BucketSlot {
         if tat == EVICTED {
             return false;
         }
-        let Some((_, p, tat)) = self.plan.counted::<SOUND>(epoch, tat) else {
+        let Some((_, p, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
             // Carried since the load: the next sweep decides.
             return false;
         };
@@ -314,7 +328,7 @@ impl BucketSlot {
                 return;
             }
             // The walker holds the plan's lock: the cell does not change under it.
-            let Some((version, _, tat)) = self.plan.counted::<SOUND>(epoch, tat) else {
+            let Some((version, _, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
                 return;
             };
             if epoch == version {
