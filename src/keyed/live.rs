@@ -23,7 +23,8 @@
 //! read after loading the word, and its compare-exchange fails on any word the walk carried
 //! since (the epoch only grows and, within an epoch, `tat` only grows: no ABA). The walk visits
 //! every entry present when it starts (papaya's iteration), and a request's word was present
-//! when the request loaded it.
+//! when the request loaded it. A request whose load is two versions behind the cell it reads
+//! next (two changes published in between) finds the word changed, and loads it again.
 //!
 //! # Orderings
 //!
@@ -155,10 +156,16 @@ impl PlanRef<Fixed> for Arc<LivePlan<Fixed>> {
 
 /// A live bucket plan's view of a word.
 impl LivePlan<Gcra> {
-    /// The version a request decides the word `(epoch, tat)` under, its parameters, and
-    /// `tat` counted in them; `None` if the word must be loaded again (it was carried since).
+    /// The version a request decides the word `(epoch, tat)`, loaded from `word`, under, its
+    /// parameters, and `tat` counted in them; `None` if the word must be loaded again (it was
+    /// carried since).
     #[inline]
-    fn counted<const PLANT: Plant>(&self, epoch: u64, tat: u64) -> Option<(u64, GcraParams, u64)> {
+    fn counted<const PLANT: Plant>(
+        &self,
+        word: &AtomicU128,
+        epoch: u64,
+        tat: u64,
+    ) -> Option<(u64, GcraParams, u64)> {
         let (version, words) = self.cell.read_versioned::<SOUND>();
         let p = GcraParams::from_words(packed(words));
         if epoch == version || tat == 0 || PLANT == REQUESTER_SKIPS_CARRY {
@@ -175,8 +182,14 @@ impl LivePlan<Gcra> {
             // Not reached (the word's Release, our Acquire): load it again.
             return None;
         }
-        // Not reached either (see the module's invariant). Were it: empty at the change,
-        // never a token it might not have.
+        // Two versions behind or more: loaded before two changes were published, the later
+        // one's walk carrying it in between (the module's invariant). Load it again.
+        // Acquire: as the first load.
+        if word.load(Ordering::Acquire) != join(epoch, tat) {
+            return None;
+        }
+        // Not reached: unchanged since, it would have stayed behind a walk (see the module's
+        // invariant). Were it: empty at the change, never a token it might not have.
         debug_assert!(false, "a word counted in version {epoch} read at {version}");
         Some((version, p, ticks(&p, words[PARAM_WORDS]) + p.capacity))
     }
@@ -228,7 +241,7 @@ impl BucketSlot {
             if tat == EVICTED {
                 return evicted();
             }
-            let Some((version, p, tat)) = self.plan.counted::<PLANT>(epoch, tat) else {
+            let Some((version, p, tat)) = self.plan.counted::<PLANT>(&self.word, epoch, tat) else {
                 Backoff::new().snooze();
                 // Acquire: as the first load.
                 word = self.word.load(Ordering::Acquire);
@@ -271,7 +284,7 @@ impl BucketSlot {
         if tat == EVICTED {
             return false;
         }
-        let Some((_, p, tat)) = self.plan.counted::<SOUND>(epoch, tat) else {
+        let Some((_, p, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
             // Carried since the load: the next sweep decides.
             return false;
         };
@@ -300,7 +313,7 @@ impl BucketSlot {
                 return;
             }
             // The walker holds the plan's lock: the cell does not change under it.
-            let Some((version, _, tat)) = self.plan.counted::<SOUND>(epoch, tat) else {
+            let Some((version, _, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
                 return;
             };
             if epoch == version {
