@@ -25,14 +25,22 @@ fn quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
         .unwrap()
 }
 
-/// A live map of `algorithm` on a manual clock.
-fn live<K: std::hash::Hash + Eq>(algorithm: Algorithm, own: Quota) -> (Keyed<K>, ManualClock) {
-    let clock = ManualClock::new();
-    let map = KeyedLimiter::builder(algorithm, own)
+/// A live map of `algorithm` on `clock`.
+fn live_on<K: std::hash::Hash + Eq>(
+    algorithm: Algorithm,
+    own: Quota,
+    clock: &ManualClock,
+) -> Keyed<K> {
+    KeyedLimiter::builder(algorithm, own)
         .live()
         .build_with_clock(clock.clone())
-        .unwrap();
-    (map, clock)
+        .unwrap()
+}
+
+/// A live map of `algorithm` on a new manual clock.
+fn live<K: std::hash::Hash + Eq>(algorithm: Algorithm, own: Quota) -> (Keyed<K>, ManualClock) {
+    let clock = ManualClock::new();
+    (live_on(algorithm, own, &clock), clock)
 }
 
 /// Everything a caller can read from a decision.
@@ -437,10 +445,7 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
     let clock = ManualClock::new();
     let five = Quota::per_second(5).unwrap();
     let half = Quota::new(4, ms(500)).unwrap();
-    let map = KeyedLimiter::<u64>::builder(Algorithm::FixedWindow, five)
-        .live()
-        .build_with_clock(clock.clone())
-        .unwrap();
+    let map = live_on::<u64>(Algorithm::FixedWindow, five, &clock);
     let single = LiveFixedWindow::with_clock(five, clock.clone());
     assert_eq!(
         seen(map.try_acquire_n(&1, 2)),
@@ -474,10 +479,7 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
 
     // A bucket ticking in whole ns cannot take more than a token per ns.
     let ten = Quota::per_second(10).unwrap();
-    let map = KeyedLimiter::<u64>::builder(Algorithm::TokenBucket, ten)
-        .live()
-        .build_with_clock(clock.clone())
-        .unwrap();
+    let map = live_on::<u64>(Algorithm::TokenBucket, ten, &clock);
     let single = LiveTokenBucket::with_clock(ten, clock.clone());
     assert_eq!(
         seen(map.try_acquire_n(&1, 4)),
