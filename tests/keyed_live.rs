@@ -400,6 +400,32 @@ fn a_live_keyed_bucket_carries_each_key_by_hand() {
     assert_eq!(map.try_acquire(&"a").retry_after(), Some(ms(500)));
 }
 
+/// A tightened burst counts what was used only up to itself (a bucket is never emptier than
+/// empty), so a key tightened and loosened again on a frozen clock has forgotten the rest:
+/// the larger burst does not bound what changes between bursts let through. The map and a
+/// single live bucket agree on it.
+#[test]
+fn a_tightened_then_loosened_key_keeps_only_what_the_smaller_burst_counted() {
+    let (big, small) = (quota(40, 1_000, 40), quota(10, 1_000, 10));
+    let (map, clock) = live::<u64>(Algorithm::TokenBucket, big);
+    let single = LiveTokenBucket::with_clock(big, clock.clone());
+    let both = |n: u64| {
+        let d = map.try_acquire_n(&1, n);
+        assert_eq!(seen(d), seen(single.try_acquire_n(n)), "{n}");
+        (d.is_allowed(), d.remaining())
+    };
+    assert_eq!(both(40), (true, 0)); // 40 of 25 ms: 1 s of debt
+    for q in [small, big] {
+        map.set_quota(q).unwrap();
+        single.set_quota(q).unwrap();
+    }
+    // 40 tokens of 100 ms capped at the 1 s capacity: 10 used; back at 40/s, 10 of 25 ms,
+    // 250 ms of debt: 30 more at the same instant.
+    assert_eq!(both(1), (true, 29));
+    assert_eq!(both(29), (true, 0));
+    assert_eq!(both(1), (false, 0));
+}
+
 #[test]
 fn a_map_built_without_live_refuses_changes_and_decides_as_before() {
     let own = Quota::per_second(3).unwrap();
