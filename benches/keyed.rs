@@ -18,7 +18,10 @@
 //!   (a fixed xorshift sequence, the same for both): cache misses dominate;
 //! - `keyed/threads`: requests on disjoint keys (1,024 per thread) from 1 and from 2 threads;
 //!   throughput in requests per second, so the ratio is the scaling. `control_unkeyed` runs
-//!   one plain bucket per thread the same way: its scaling is what the machine allows then.
+//!   one plain bucket per thread the same way: its scaling is what the machine allows then;
+//! - `keyed/set_quota`: one quota change of a live map (`live()`) of 100,000 keys, all of the
+//!   changed plan, every one charged: the token bucket's walk carries each key, the fixed
+//!   window's change only publishes; throughput in keys per second.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -285,5 +288,38 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, one_key, million_keys, threads);
+fn set_quota(c: &mut Criterion) {
+    const KEYS: u64 = 100_000;
+    let mut g = c.benchmark_group("keyed/set_quota");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(10)
+        .throughput(Throughput::Elements(KEYS));
+    let (a, b) = (quota(), Quota::per_second(RATE as u64 / 2).unwrap());
+    for (name, algorithm) in [
+        ("token_bucket", Algorithm::TokenBucket),
+        ("fixed_window", Algorithm::FixedWindow),
+    ] {
+        let map = KeyedLimiter::<u64>::builder(algorithm, a)
+            .live()
+            .build()
+            .unwrap();
+        for key in 0..KEYS {
+            assert!(map.try_acquire(&key).is_allowed());
+        }
+        g.bench_function(name, |bench| {
+            bench.iter_custom(|iters| {
+                let start = Instant::now();
+                for i in 0..iters {
+                    // Each change carries every key (their words are in the previous version).
+                    map.set_quota(if i % 2 == 0 { b } else { a }).unwrap();
+                }
+                start.elapsed()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, one_key, million_keys, threads, set_quota);
 criterion_main!(benches);
