@@ -45,10 +45,9 @@ use crate::live::{ParamCell, Plant, Retune, PARAM_WORDS, SOUND};
 use crate::quota::{GcraParams, Quota, QuotaError};
 use crate::sync::{fence, Arc, AtomicU128, Backoff, Mutex, MutexGuard, Ordering};
 
-use super::plans::{KeySlot, SlotMaker};
+use super::plans::{KeySlot, PlanTable, SlotMaker};
 use super::slot::Attempt;
 use super::word::{PlanRef, WordSlot, EVICTED};
-use super::KeyHasher;
 
 /// Words of a live plan's cell: the packed parameters and the tick they took effect at.
 const PLAN_WORDS: usize = PARAM_WORDS + 1;
@@ -365,46 +364,21 @@ impl KeySlot for BucketSlot {
 
 /// The plans of a live map: the map's own quota's, and one per quota a key was first given
 /// (named by that quota for the map's life, whatever it is changed to).
-pub(crate) struct LivePlans<R: Retune> {
-    name: Quota,
-    default: Arc<LivePlan<R>>,
-    others: papaya::HashMap<Quota, Arc<LivePlan<R>>, KeyHasher>,
-}
+pub(crate) struct LivePlans<R: Retune>(PlanTable<LivePlan<R>>);
 
 impl<R: Retune> LivePlans<R> {
     pub(crate) fn new(quota: &Quota) -> Result<Self, QuotaError> {
-        Ok(LivePlans {
-            name: *quota,
-            default: Arc::new(LivePlan::new(quota)?),
-            others: papaya::HashMap::builder()
-                .hasher(KeyHasher::default())
-                .build(),
-        })
+        Ok(LivePlans(PlanTable::new(quota, LivePlan::new(quota)?)))
     }
 
     /// The plan named `name`, if a key or a change has used it.
     fn find(&self, name: &Quota) -> Option<Arc<LivePlan<R>>> {
-        if *name == self.name {
-            return Some(self.default.clone());
-        }
-        self.others.pin().get(name).cloned()
+        self.0.find(name)
     }
 
     /// The plan named `name`, made (at `name`) on its first use.
     pub(crate) fn plan(&self, name: &Quota) -> Result<Arc<LivePlan<R>>, QuotaError> {
-        if *name == self.name {
-            return Ok(self.default.clone());
-        }
-        let others = self.others.pin();
-        if let Some(plan) = others.get(name) {
-            return Ok(plan.clone());
-        }
-        let made = Arc::new(LivePlan::new(name)?);
-        // A racing first use of the same name may have won: one plan either way.
-        Ok(match others.try_insert(*name, made) {
-            Ok(plan) => plan.clone(),
-            Err(occupied) => occupied.current.clone(),
-        })
+        self.0.plan(name, LivePlan::new)
     }
 }
 

@@ -78,43 +78,65 @@ pub(crate) trait SlotMaker: Send + Sync {
     }
 }
 
-/// The plans of a map of one-word limiters: the map's own quota's parameters, and those of
-/// every other quota a key was made with, each made once and shared by its keys.
+/// Plans by name: the map's own quota's, and one for every other quota a key was first given,
+/// each made once and shared by its keys.
 ///
 /// The table only grows: a plan lives as long as the map (a few dozen bytes per distinct
 /// quota), so that a key's limiter is its word and a pointer to its plan.
-pub(crate) struct Plans<R: WordRule> {
-    quota: Quota,
-    default: Arc<R::Params>,
-    others: papaya::HashMap<Quota, Arc<R::Params>, KeyHasher>,
+pub(crate) struct PlanTable<P> {
+    name: Quota,
+    default: Arc<P>,
+    others: papaya::HashMap<Quota, Arc<P>, KeyHasher>,
 }
 
-impl<R: WordRule> Plans<R> {
-    pub(crate) fn new(quota: &Quota) -> Result<Self, QuotaError> {
-        Ok(Plans {
-            quota: *quota,
-            default: Arc::new(R::params(quota)?),
+impl<P: Send + Sync> PlanTable<P> {
+    /// A table whose plan named `name` (the map's own) is `default`.
+    pub(crate) fn new(name: &Quota, default: P) -> Self {
+        PlanTable {
+            name: *name,
+            default: Arc::new(default),
             others: papaya::HashMap::builder()
                 .hasher(KeyHasher::default())
                 .build(),
-        })
+        }
     }
 
-    /// The shared parameters for `quota`, made on its first use.
-    fn plan(&self, quota: &Quota) -> Result<Arc<R::Params>, QuotaError> {
-        if *quota == self.quota {
+    /// The plan named `name`, if a key (or a change) has used it.
+    pub(crate) fn find(&self, name: &Quota) -> Option<Arc<P>> {
+        if *name == self.name {
+            return Some(self.default.clone());
+        }
+        self.others.pin().get(name).cloned()
+    }
+
+    /// The plan named `name`, made by `make` on its first use.
+    pub(crate) fn plan(
+        &self,
+        name: &Quota,
+        make: impl FnOnce(&Quota) -> Result<P, QuotaError>,
+    ) -> Result<Arc<P>, QuotaError> {
+        if *name == self.name {
             return Ok(self.default.clone());
         }
         let others = self.others.pin();
-        if let Some(plan) = others.get(quota) {
+        if let Some(plan) = others.get(name) {
             return Ok(plan.clone());
         }
-        let made = Arc::new(R::params(quota)?);
-        // A racing first use of the same quota may have won: one plan either way.
-        Ok(match others.try_insert(*quota, made) {
+        let made = Arc::new(make(name)?);
+        // A racing first use of the same name may have won: one plan either way.
+        Ok(match others.try_insert(*name, made) {
             Ok(plan) => plan.clone(),
             Err(occupied) => occupied.current.clone(),
         })
+    }
+}
+
+/// The plans of a map of one-word limiters: each quota's parameters, shared by its keys.
+pub(crate) struct Plans<R: WordRule>(PlanTable<R::Params>);
+
+impl<R: WordRule> Plans<R> {
+    pub(crate) fn new(quota: &Quota) -> Result<Self, QuotaError> {
+        Ok(Plans(PlanTable::new(quota, R::params(quota)?)))
     }
 }
 
@@ -123,7 +145,7 @@ impl<R: WordRule> SlotMaker for Plans<R> {
 
     #[inline]
     fn make(&self, quota: &Quota) -> Result<WordSlot<R>, QuotaError> {
-        Ok(WordSlot::new(self.plan(quota)?))
+        Ok(WordSlot::new(self.0.plan(quota, R::params)?))
     }
 
     /// Without making (and keeping) a plan for `quota`.
