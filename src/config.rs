@@ -602,13 +602,15 @@ mod serde_impls {
         use std::string::String;
 
         /// A keyed map's settings as a config file gives them: the algorithm, the default
-        /// quota, named plans, and an optional bound on the number of keys.
+        /// quota, named plans, an optional bound on the number of keys, and whether its
+        /// quotas can change while it runs.
         ///
         /// Deserialized from a map with the fields `algorithm` (`"token_bucket"`,
         /// `"fixed_window"`, `"sliding_window"`, `"sliding_log"`), `quota`, `plans` (a map
-        /// from plan name to quota, optional), `max_keys` (optional, at least 1) and
-        /// `when_full` (`"deny"` or `"admit_untracked"`, only with `max_keys`). Unknown fields
-        /// are refused, so a misspelt setting is an error, not a silent default.
+        /// from plan name to quota, optional), `max_keys` (optional, at least 1),
+        /// `when_full` (`"deny"` or `"admit_untracked"`, only with `max_keys`) and `live`
+        /// (`true` or `false`, optional: see [`KeyedBuilder::live`]). Unknown fields are
+        /// refused, so a misspelt setting is an error, not a silent default.
         ///
         /// ```
         /// use tollgate::{KeyedSettings, ManualClock};
@@ -637,6 +639,8 @@ mod serde_impls {
             pub plans: BTreeMap<String, Quota>,
             /// A bound on the number of keys and what to do when it is reached.
             pub max_keys: Option<(NonZeroUsize, WhenFull)>,
+            /// Whether the map's quotas can change while it runs ([`KeyedBuilder::live`]).
+            pub live: bool,
         }
 
         /// Settings that cannot make a keyed map: which field, and why.
@@ -656,7 +660,8 @@ mod serde_impls {
         }
 
         impl SettingsError {
-            /// The field at fault: `quota`, or `plans.NAME`.
+            /// The field at fault: `quota`, `plans.NAME`, or `live` (an algorithm with no live
+            /// keyed form).
             ///
             /// ```
             /// use tollgate::{KeyedSettings, ManualClock};
@@ -711,6 +716,7 @@ mod serde_impls {
                     quota,
                     plans: BTreeMap::new(),
                     max_keys: None,
+                    live: false,
                 }
             }
 
@@ -728,7 +734,7 @@ mod serde_impls {
                 self.plans.get(name)
             }
 
-            /// A builder with these settings (algorithm, quota, bound), to pick a hasher or a
+            /// A builder with these settings (algorithm, quota, bound, live), to pick a hasher or a
             /// capacity before building. Plans are not checked here: see
             /// [`KeyedSettings::build_with_clock`].
             ///
@@ -743,7 +749,10 @@ mod serde_impls {
             where
                 K: Hash + Eq,
             {
-                let builder = KeyedLimiter::<K>::builder(self.algorithm, self.quota);
+                let mut builder = KeyedLimiter::<K>::builder(self.algorithm, self.quota);
+                if self.live {
+                    builder = builder.live();
+                }
                 match self.max_keys {
                     Some((max, when_full)) => builder.max_keys(max, when_full),
                     None => builder,
@@ -776,7 +785,12 @@ mod serde_impls {
                     .builder::<K>()
                     .build_with_clock(clock)
                     .map_err(|error| SettingsError {
-                        field: "quota".into(),
+                        field: if error == QuotaError::NotLive {
+                            "live"
+                        } else {
+                            "quota"
+                        }
+                        .into(),
                         error,
                     })?;
                 for (name, quota) in &self.plans {
@@ -889,15 +903,23 @@ mod serde_impls {
                     .all(|(a, b)| a.eq_ignore_ascii_case(&b) || (a == b'_' && b == b'-'))
         }
 
-        const SETTINGS_FIELDS: &[&str] = &["algorithm", "quota", "plans", "max_keys", "when_full"];
+        const SETTINGS_FIELDS: &[&str] = &[
+            "algorithm",
+            "quota",
+            "plans",
+            "max_keys",
+            "when_full",
+            "live",
+        ];
 
         /// As a map with the fields described on [`KeyedSettings`]; `plans` is left out when
-        /// empty, `max_keys` and `when_full` when there is no bound.
+        /// empty, `max_keys` and `when_full` when there is no bound, `live` when false.
         impl Serialize for KeyedSettings {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
                 let len = 2
                     + usize::from(!self.plans.is_empty())
-                    + 2 * usize::from(self.max_keys.is_some());
+                    + 2 * usize::from(self.max_keys.is_some())
+                    + usize::from(self.live);
                 let mut map = serializer.serialize_map(Some(len))?;
                 map.serialize_entry("algorithm", &self.algorithm)?;
                 map.serialize_entry("quota", &self.quota)?;
@@ -907,6 +929,9 @@ mod serde_impls {
                 if let Some((max, when_full)) = self.max_keys {
                     map.serialize_entry("max_keys", &max.get())?;
                     map.serialize_entry("when_full", &when_full)?;
+                }
+                if self.live {
+                    map.serialize_entry("live", &true)?;
                 }
                 map.end()
             }
@@ -953,7 +978,10 @@ mod serde_impls {
             type Value = KeyedSettings;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map with `algorithm`, `quota` and optionally `plans`, `max_keys`, `when_full`")
+                f.write_str(
+                    "a map with `algorithm`, `quota` and optionally `plans`, `max_keys`, \
+                     `when_full`, `live`",
+                )
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyedSettings, A::Error> {
@@ -962,6 +990,7 @@ mod serde_impls {
                 let mut plans = None;
                 let mut max_keys = None;
                 let mut when_full = None;
+                let mut live = None;
                 while let Some(key) = map.next_key::<SettingsKey>()? {
                     match key {
                         SettingsKey::Algorithm => {
@@ -977,6 +1006,7 @@ mod serde_impls {
                         SettingsKey::WhenFull => {
                             set_once(&mut when_full, "when_full", map.next_value())?
                         }
+                        SettingsKey::Live => set_once(&mut live, "live", map.next_value())?,
                     }
                 }
                 let algorithm = algorithm.ok_or_else(|| de::Error::missing_field("algorithm"))?;
@@ -1006,6 +1036,7 @@ mod serde_impls {
                     quota,
                     plans: plans.map(|Plans(p)| p).unwrap_or_default(),
                     max_keys,
+                    live: live.unwrap_or(false),
                 })
             }
         }
@@ -1016,6 +1047,7 @@ mod serde_impls {
             Plans,
             MaxKeys,
             WhenFull,
+            Live,
         }
 
         impl<'de> Deserialize<'de> for SettingsKey {
@@ -1033,6 +1065,7 @@ mod serde_impls {
                             "plans" => SettingsKey::Plans,
                             "max_keys" => SettingsKey::MaxKeys,
                             "when_full" => SettingsKey::WhenFull,
+                            "live" => SettingsKey::Live,
                             _ => return Err(E::unknown_field(v, SETTINGS_FIELDS)),
                         })
                     }

@@ -348,6 +348,68 @@ mod serde {
     }
 
     #[test]
+    fn live_settings_build_a_map_whose_quotas_change() {
+        let s: KeyedSettings = serde_json::from_str(
+            r#"{"algorithm": "token_bucket", "quota": "10/s", "plans": {"pro": "100/s"}, "live": true}"#,
+        )
+        .unwrap();
+        assert!(s.live);
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"algorithm":"token_bucket","quota":"10/s","plans":{"pro":"100/s"},"live":true}"#
+        );
+        let map = s.build_with_clock::<u64, _>(ManualClock::new()).unwrap();
+        let pro = s.plan("pro").unwrap();
+        assert!(map.try_acquire_n(&1, 10).is_allowed());
+        assert!(map.try_acquire_with(&2, pro).is_allowed());
+        // A reload: the new settings' quotas applied to the running map, plans by name.
+        let reloaded: KeyedSettings = serde_json::from_str(
+            r#"{"algorithm": "token_bucket", "quota": "20/s", "plans": {"pro": "5/s"}, "live": true}"#,
+        )
+        .unwrap();
+        map.set_quota(reloaded.quota).unwrap();
+        map.set_plan_quota(pro, *reloaded.plan("pro").unwrap())
+            .unwrap();
+        assert_eq!(
+            map.try_acquire(&1).remaining(),
+            9,
+            "10 of 20 used, then this one"
+        );
+        assert_eq!(
+            map.try_acquire_with(&2, pro).remaining(),
+            3,
+            "1 of 5 used, then this one"
+        );
+        // A map built without `live` refuses the same change.
+        let fixed = KeyedSettings {
+            live: false,
+            ..s.clone()
+        }
+        .build_with_clock::<u64, _>(ManualClock::new())
+        .unwrap();
+        assert_eq!(fixed.set_quota(reloaded.quota), Err(QuotaError::NotLive));
+        // An algorithm with no live keyed form: the error names `live`.
+        let sliding = KeyedSettings {
+            algorithm: Algorithm::SlidingWindow,
+            ..s
+        };
+        let refused = sliding
+            .build_with_clock::<u64, _>(ManualClock::new())
+            .unwrap_err();
+        assert_eq!(
+            (refused.field(), refused.error()),
+            ("live", QuotaError::NotLive)
+        );
+        assert_eq!(
+            err::<KeyedSettings>(r#"{"algorithm": "token_bucket", "quota": "1/s", "live": 1}"#)
+                .split(" at ")
+                .next()
+                .unwrap(),
+            "live: invalid type: integer `1`, expected a boolean"
+        );
+    }
+
+    #[test]
     fn keyed_settings_errors_name_the_field_and_the_reason() {
         let cases = [
             (r#"{"quota": "1/s"}"#, "missing field `algorithm`"),
