@@ -1,26 +1,35 @@
 //! Several limits at once, all or nothing: [`Limits`] admits a request only if every
 //! [`Member`] admits it, then charges every member; a denial charges none.
 //!
-//! | member word (one `AtomicU64` per member, own cache line) | as in            |
-//! |----------------------------------------------------------|------------------|
-//! | token bucket: `tat`, theoretical arrival time in ticks   | `TokenBucket`    |
-//! | fixed window: `window << count_bits \| count`             | `FixedWindow`    |
+//! | member state (the word: one `AtomicU64` per member, own cache line)          | as in           |
+//! |------------------------------------------------------------------------------|-----------------|
+//! | token bucket: word `tat`, theoretical arrival time in ticks                  | `TokenBucket`   |
+//! | fixed window: word `window << count_bits \| count`                           | `FixedWindow`   |
+//! | sliding window: word = head `slot << count_bits \| count` (the slot filling)  | `SlidingWindow` |
+//! | sliding window: ring of `K + 1` words `slot << count_bits \| count`, finished | `SlidingWindow` |
 //!
-//! Invariant: every member's word is, at every instant, the word its own algorithm would hold
-//! after the admissions the group reported (plus the in-flight reservations of checks that
-//! have not returned): a member never admits more than its quota, whatever the interleaving.
-//! Orderings: member loads `Relaxed` except a rollback's (`Acquire`), charges and rollbacks
-//! `Release` on success; why each suffices is at each operation.
+//! Invariant: every member's state is, at every instant, the state its own algorithm would
+//! hold after the admissions the group reported (plus the in-flight reservations of checks
+//! that have not returned), or one that counts more (a rollback that could not give its units
+//! back): a member never admits more than its quota, whatever the interleaving.
+//! Orderings: member loads `Relaxed`, except a sliding member's head and a rollback's
+//! (`Acquire`); charges and rollbacks `Release` on success, charges `Acquire` on failure; a
+//! sliding member's ring written `Relaxed` (`fetch_max`) before its head's `Release`
+//! compare-exchange and read `Relaxed` after its `Acquire` load, as in `SlidingWindow`; why
+//! each suffices is at each operation.
 //!
 //! # One check
 //!
 //! 1. Read the group's clock once.
-//! 2. Peek: load every member's word and decide on it with the algorithm's pure `decide`. Any
-//!    denial ends the check here: nothing was written, and the decision is the most
-//!    restrictive member's. Denials stay read-only, as for a single limiter.
-//! 3. Charge, in member order: a compare-exchange from the peeked word to the decided one. If
-//!    it fails (another thread moved the member), decide again on the word it found; if the
-//!    member now denies, roll back the members already charged and return its denial.
+//! 2. Peek: load every member's word (a sliding member's ring too) and decide on it with the
+//!    algorithm's pure `decide`. Any denial ends the check here: nothing was written, and the
+//!    decision is the most restrictive member's. Denials stay read-only, as for a single
+//!    limiter.
+//! 3. Charge, in member order: a compare-exchange from the peeked word to the decided one (a
+//!    sliding member whose head moves to a new slot first writes the slot it leaves to its
+//!    ring, as its own algorithm does). If it fails (another thread moved the member), decide
+//!    again on the word it found; if the member now denies, roll back the members already
+//!    charged and return its denial.
 //!
 //! Every thread charges members in the same order, so at a frozen instant the group admits
 //! exactly what a serial run would: a reservation that is rolled back was made by a thread
@@ -35,6 +44,17 @@
 //!   subtracts its units only while the word is still in that window; once the window has
 //!   moved on, the charge belongs to a finished window that no decision reads again, and the
 //!   rollback does nothing. Exact in every interleaving.
+//! - Sliding window: the receipt is the head's slot the charge was counted in (the slot of
+//!   the head it wrote). The rollback subtracts its units from the head's count only while
+//!   the head is still in that slot. Once the head has moved on, the slot's count, this
+//!   charge included, is in the ring (the mover wrote it before moving the head), and
+//!   decisions keep reading it until the slot leaves the window: subtracting from the head
+//!   then would take back another admission's unit, and the charge would be counted once
+//!   and handed out twice. So it gives nothing back (at most `n` units lost, never one
+//!   gained). A mover racing the rollback may already hold the count from before it and
+//!   write that into the ring (`fetch_max` keeps the larger): the rollback is then lost
+//!   too, the same conservative way. At a frozen instant every charge is counted in the one
+//!   slot the head reaches and the head stays there, so every rollback is exact.
 //! - Token bucket: if the word is still the one the charge wrote, the rollback restores the
 //!   word it replaced (exact). Otherwise others were admitted after it; subtracting the
 //!   charge's `n × interval` is exact unless one of them found the bucket full again (its
@@ -46,8 +66,9 @@
 //!   clock read happens only on this race path. It assumes the clock does not step back
 //!   across threads (the manual clock; the monotonic clock up to its 8 µs).
 //!
-//! The loom model `loom-tests/tests/group.rs` checks both members under racing checks and
-//! catches a planted rollback that restores the replaced word even when others wrote after it.
+//! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
+//! catches two planted rollbacks: a bucket's that restores the replaced word even when others
+//! wrote after it, and a sliding member's that subtracts from the head whatever its slot.
 
 use core::fmt;
 use std::sync::Arc;
@@ -55,11 +76,12 @@ use std::vec::Vec;
 
 use crossbeam_utils::CachePadded;
 
-use crate::algo::{fixed_window, token_bucket};
+use crate::algo::sliding_window::{self, Geometry};
+use crate::algo::{count_mask, fixed_window, token_bucket};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::limiter::Limiter;
-use crate::quota::{GcraParams, Quota, WindowParams, HORIZON};
+use crate::quota::{GcraParams, Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON};
 use crate::sync::{AtomicU64, Ordering};
 
 /// The most members a group may have: the check keeps its per-member state on the stack.
@@ -69,10 +91,11 @@ pub const MAX_MEMBERS: usize = 8;
 enum Rule {
     Bucket(GcraParams),
     Window(WindowParams),
+    Sliding(Geometry),
 }
 
-/// One limit of a [`Limits`] group: a token bucket or a fixed window without a clock (the
-/// group reads one clock for all its members).
+/// One limit of a [`Limits`] group: a token bucket, a fixed window or a sliding window,
+/// without a clock (the group reads one clock for all its members).
 ///
 /// Share a member between groups with an `Arc` (a global limit that every client's group
 /// includes); every group that shares a member must read clones of one clock, since a member
@@ -89,7 +112,12 @@ enum Rule {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Member {
+    /// The member's word: a bucket's `tat`, a window's `(window, count)`, a sliding window's
+    /// head `(slot, count)`.
     word: CachePadded<AtomicU64>,
+    /// A sliding window's finished slots, `(slot, count)` at `slot % (K + 1)`; empty for the
+    /// other members.
+    ring: Box<[AtomicU64]>,
     rule: Rule,
 }
 
@@ -99,6 +127,7 @@ impl fmt::Debug for Member {
             .field("rule", &self.rule)
             // Relaxed: a diagnostic read.
             .field("word", &self.word.load(Ordering::Relaxed))
+            .field("ring", &self.ring)
             .finish()
     }
 }
@@ -132,19 +161,102 @@ impl Member {
         Member::with_rule(Rule::Window(params))
     }
 
+    /// A sliding-window counter, as [`SlidingWindow`](crate::SlidingWindow): `limit` per any
+    /// window of length `period`, counted in [`DEFAULT_SLOTS`](crate::DEFAULT_SLOTS) slots.
+    /// Every validated quota fits.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
+    /// let clock = ManualClock::new();
+    /// let g = Limits::new(clock.clone(), [Arc::new(Member::sliding_window(Quota::per_second(4)?))])?;
+    /// clock.set(Duration::from_millis(900));
+    /// assert_eq!((0..6).filter(|_| g.try_acquire().is_allowed()).count(), 4);
+    /// clock.set(Duration::from_millis(1_100)); // a fixed window would be empty again
+    /// assert!(!g.try_acquire().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sliding_window(quota: Quota) -> Member {
+        Member::try_sliding_window_with_slots(quota, DEFAULT_SLOTS)
+            .expect("a validated quota fits a sliding window of the default slots")
+    }
+
+    /// A sliding-window counter of `slots` slots (1 to 4096), as
+    /// [`SlidingWindow::try_with_slots`](crate::SlidingWindow::try_with_slots).
+    ///
+    /// # Errors
+    /// [`QuotaError::InvalidSlots`] outside `1..=4096`; [`QuotaError::RateTooHigh`] if the
+    /// slots are too short for the counter and slot number to share a word.
+    ///
+    /// ```
+    /// use tollgate::{Member, Quota, QuotaError};
+    /// let m = Member::try_sliding_window_with_slots(Quota::per_minute(60)?, 60)?;
+    /// # let _ = m;
+    /// assert!(matches!(
+    ///     Member::try_sliding_window_with_slots(Quota::per_minute(60)?, 0),
+    ///     Err(QuotaError::InvalidSlots { slots: 0 })
+    /// ));
+    /// # Ok::<(), QuotaError>(())
+    /// ```
+    pub fn try_sliding_window_with_slots(quota: Quota, slots: u32) -> Result<Member, QuotaError> {
+        let g = Geometry::new(&quota, slots)?;
+        Ok(Member {
+            word: CachePadded::new(AtomicU64::new(0)),
+            ring: (0..g.ring_len()).map(|_| AtomicU64::new(0)).collect(),
+            rule: Rule::Sliding(g),
+        })
+    }
+
     fn with_rule(rule: Rule) -> Member {
         Member {
             word: CachePadded::new(AtomicU64::new(0)),
+            ring: Box::default(),
             rule,
         }
     }
 
-    /// The algorithm's pure decision on `word`.
+    /// The member's word, for a decision on it.
+    #[inline]
+    fn load(&self) -> u64 {
+        match self.rule {
+            // Acquire: pairs with the `Release` of the head compare-exchange that moved the head
+            // to its slot (every later charge, rollback or refund is a read-modify-write that
+            // continues its release sequence), so `decide` sees the ring entries it finished.
+            Rule::Sliding(_) => self.word.load(Ordering::Acquire),
+            // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies on
+            // a state the member really had.
+            _ => self.word.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The algorithm's pure decision on `word` (for a sliding member, `word` is its head,
+    /// loaded `Acquire`, and the ring is read here).
     #[inline]
     fn decide(&self, word: u64, now_ns: u64, n: u64) -> crate::algo::Step {
         match &self.rule {
             Rule::Bucket(p) => token_bucket::decide(p, word, now_ns, n),
             Rule::Window(p) => fixed_window::decide(p, word, now_ns, n),
+            Rule::Sliding(g) => {
+                // Relaxed: after the `Acquire` load of the head (see `Member::load`), as the
+                // sliding window's own ring loads.
+                let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
+                let (d, write) = sliding_window::decide(g, word, ring, now_ns, n);
+                (d, write.map(|w| w.head))
+            }
+        }
+    }
+
+    /// A sliding member's ring write before its head moves from `head` to `new_head`: the slot
+    /// it leaves, final before any thread can see a head past it. Nothing for the others.
+    #[inline]
+    fn finish_slot(&self, head: u64, new_head: u64) {
+        if let Rule::Sliding(g) = &self.rule {
+            if let Some((i, word)) = sliding_window::finished(g, head, new_head) {
+                // Relaxed: published by the `Release` head compare-exchange that follows;
+                // `fetch_max` keeps the largest count if several movers race.
+                self.ring[i].fetch_max(word, Ordering::Relaxed);
+            }
         }
     }
 
@@ -160,6 +272,8 @@ impl Member {
                     token_bucket::refunded(p, cur, now, n)
                 }
                 Rule::Window(p) => fixed_window::refunded(p, cur, now_ns, n),
+                // As the sliding window's refund: the head slot's count, while now is in it.
+                Rule::Sliding(g) => fixed_window::refunded(&g.p, cur, now_ns, n),
             };
             let Some(new) = new else {
                 return given;
@@ -177,28 +291,28 @@ impl Member {
     }
 
     /// Undoes a charge of `n` that replaced `replaced` with `wrote` (see the module docs).
-    fn roll_back<C: Clock>(
-        &self,
-        clock: &C,
-        replaced: u64,
-        wrote: u64,
-        n: u64,
-        store_mutant: bool,
-    ) {
+    fn roll_back<C: Clock>(&self, clock: &C, replaced: u64, wrote: u64, n: u64, plant: Plant) {
         // Acquire: pairs with the `Release` of every charge and rollback, so that a bucket
         // admission that found the bucket full (its clock past `wrote`) is seen together with
         // a clock reading at least as late as its own.
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             let new = match &self.rule {
-                Rule::Window(p) => {
-                    if cur >> p.count_bits != wrote >> p.count_bits {
-                        return; // the window moved on: the charge is in a finished window
+                // The window moved on: the charge is in a finished window.
+                Rule::Window(p) => match given_back_in_slot(cur, wrote, p.count_bits, n, false) {
+                    Some(new) => new,
+                    None => return,
+                },
+                // The head moved on: the charge is in a finished slot (in the ring, or about to
+                // be); giving it back from the head would hand it out twice.
+                Rule::Sliding(g) => {
+                    let any_slot = plant == Plant::AnySlotRollback;
+                    match given_back_in_slot(cur, wrote, g.p.count_bits, n, any_slot) {
+                        Some(new) => new,
+                        None => return,
                     }
-                    // Same window: the count includes this charge's `n`.
-                    cur - n
                 }
-                Rule::Bucket(_) if cur == wrote || store_mutant => replaced,
+                Rule::Bucket(_) if cur == wrote || plant == Plant::StoreRollback => replaced,
                 Rule::Bucket(p) => {
                     let now = clock.now_nanos().min(HORIZON) * u64::from(p.scale);
                     if now >= wrote {
@@ -218,6 +332,26 @@ impl Member {
             }
         }
     }
+}
+
+/// A window or sliding member's rollback of `n` units counted in the window (slot) of
+/// `wrote`, on the word `cur`: `cur` with its count down by `n` while `cur` is still in that
+/// window; `None` once it has moved on (window numbers only grow, so the window cannot come
+/// back). `any_slot` is a planted defect for the loom model: give back whatever the window.
+#[inline]
+fn given_back_in_slot(
+    cur: u64,
+    wrote: u64,
+    count_bits: u32,
+    n: u64,
+    any_slot: bool,
+) -> Option<u64> {
+    if cur >> count_bits != wrote >> count_bits && !any_slot {
+        return None;
+    }
+    // Same window: the count includes this charge's `n`, unless a refund took units first;
+    // never below zero either way.
+    Some(cur - (cur & count_mask(count_bits)).min(n))
 }
 
 /// Why a group could not be made.
@@ -282,9 +416,21 @@ impl std::error::Error for LimitsError {}
 pub struct Limits<C> {
     clock: C,
     members: Vec<Arc<Member>>,
-    /// A planted broken rollback, for the loom model to catch.
+    /// A planted broken rollback, for the loom models to catch.
     #[cfg(tollgate_loom)]
-    store_mutant: bool,
+    plant: Plant,
+}
+
+/// A planted rollback defect (the loom models' only); `Sound` is the real code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plant {
+    Sound,
+    /// A bucket's rollback restores the word it replaced even when others wrote after it.
+    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
+    StoreRollback,
+    /// A sliding member's rollback subtracts from the head whatever slot it is in.
+    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
+    AnySlotRollback,
 }
 
 impl<C: fmt::Debug> fmt::Debug for Limits<C> {
@@ -357,7 +503,7 @@ impl<C: Clock> Limits<C> {
                 clock,
                 members,
                 #[cfg(tollgate_loom)]
-                store_mutant: false,
+                plant: Plant::Sound,
             }),
         }
     }
@@ -410,14 +556,21 @@ impl<C: Clock> Limits<C> {
             if writes & (1 << i) == 0 {
                 continue; // nothing to write (a zero cost)
             }
-            // Release: a rollback's `Acquire` load that reads this word also sees this
-            // thread's clock reading (see `Member::roll_back`).
-            while let Err(cur) = m.word.compare_exchange_weak(
-                seen[i],
-                wrote[i],
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            loop {
+                m.finish_slot(seen[i], wrote[i]);
+                // Release: a rollback's `Acquire` load that reads this word also sees this
+                // thread's clock reading (see `Member::roll_back`), and a sliding member's
+                // ring entry written just above is seen by whoever sees this head. Failure
+                // `Acquire`: a sliding member next decides on the ring the found head
+                // published (for the others, a stale word would only fail again).
+                let Err(cur) = m.word.compare_exchange_weak(
+                    seen[i],
+                    wrote[i],
+                    Ordering::Release,
+                    Ordering::Acquire,
+                ) else {
+                    break;
+                };
                 let (d, write) = m.decide(cur, now, n);
                 match write {
                     Some(t) if d.is_allowed() => {
@@ -450,9 +603,8 @@ impl<C: Clock> Limits<C> {
         let mut worst: Option<(Decision, usize)> = None;
         let (mut denied, mut writes) = (false, 0u32);
         for (i, m) in self.members.iter().enumerate() {
-            // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies
-            // on a state the member really had.
-            let word = m.word.load(Ordering::Relaxed);
+            // The member's own ordering (see `Member::load`).
+            let word = m.load();
             let (d, write) = m.decide(word, now, n);
             denied |= !d.is_allowed();
             seen[i] = word;
@@ -500,12 +652,12 @@ impl<C: Clock> Limits<C> {
     #[cold]
     fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
         #[cfg(tollgate_loom)]
-        let store_mutant = self.store_mutant;
+        let plant = self.plant;
         #[cfg(not(tollgate_loom))]
-        let store_mutant = false;
+        let plant = Plant::Sound;
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
             if writes & (1 << i) != 0 {
-                m.roll_back(&self.clock, replaced[i], wrote[i], n, store_mutant);
+                m.roll_back(&self.clock, replaced[i], wrote[i], n, plant);
             }
         }
     }
@@ -551,7 +703,114 @@ pub fn planted_store_rollback<C: Clock>(
     clock: C,
     members: impl IntoIterator<Item = Arc<Member>>,
 ) -> Limits<C> {
+    planted(clock, members, Plant::StoreRollback)
+}
+
+/// For the loom model only: a group whose sliding member's rollback subtracts its units from
+/// the head even after the head has moved to a later slot (a token handed out twice: the
+/// charge stays counted in the finished slot, and the head gives back another's unit).
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub fn planted_any_slot_rollback<C: Clock>(
+    clock: C,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> Limits<C> {
+    planted(clock, members, Plant::AnySlotRollback)
+}
+
+#[cfg(tollgate_loom)]
+fn planted<C: Clock>(
+    clock: C,
+    members: impl IntoIterator<Item = Arc<Member>>,
+    plant: Plant,
+) -> Limits<C> {
     let mut g = Limits::new(clock, members).expect("a model's group has 1 to 8 members");
-    g.store_mutant = true;
+    g.plant = plant;
     g
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+    use core::time::Duration;
+
+    /// A group of one sliding member (4 per second in 2 slots of 500 ms) on `clock`.
+    fn sliding(clock: &ManualClock) -> (Arc<Member>, Limits<ManualClock>) {
+        let m = Member::try_sliding_window_with_slots(Quota::per_second(4).unwrap(), 2).unwrap();
+        let m = Arc::new(m);
+        (m.clone(), Limits::new(clock.clone(), [m]).unwrap())
+    }
+
+    /// One charge of `n` as a check makes it: (the head replaced, the head written).
+    fn charge(m: &Member, g: &Limits<ManualClock>, n: u64) -> (u64, u64) {
+        let before = m.word.load(Ordering::Relaxed);
+        assert!(g.try_acquire_n(n).is_allowed());
+        (before, m.word.load(Ordering::Relaxed))
+    }
+
+    #[test]
+    fn a_sliding_rollback_in_the_same_slot_gives_back_exactly() {
+        let clock = ManualClock::new();
+        let (m, g) = sliding(&clock);
+        clock.set(Duration::from_millis(100));
+        let _ = charge(&m, &g, 1);
+        let (replaced, wrote) = charge(&m, &g, 2);
+        // Another admission after it, in the same slot.
+        let _ = charge(&m, &g, 1);
+        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        assert_eq!(g.peek(0).remaining(), 2, "exactly the charge's 2 came back");
+    }
+
+    #[test]
+    fn a_sliding_rollback_after_the_head_moved_gives_nothing_back() {
+        let clock = ManualClock::new();
+        let (m, g) = sliding(&clock);
+        clock.set(Duration::from_millis(100));
+        let (replaced, wrote) = charge(&m, &g, 2);
+        // The head moves to slot 1 (finishing slot 0 with its 2 into the ring), and 1 more
+        // is admitted there; then the charge in slot 0 is rolled back.
+        clock.set(Duration::from_millis(600));
+        let _ = charge(&m, &g, 1);
+        let (head, ring) = (
+            m.word.load(Ordering::Relaxed),
+            m.ring[0].load(Ordering::Relaxed),
+        );
+        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        assert_eq!(
+            m.word.load(Ordering::Relaxed),
+            head,
+            "the head gave nothing back"
+        );
+        assert_eq!(m.ring[0].load(Ordering::Relaxed), ring, "the ring is final");
+        assert_eq!(g.peek(0).remaining(), 1, "the lost rollback still counts");
+        // Slot 0 leaves the window at 1.5 s; slot 1's admission still counts until 2 s.
+        clock.set(Duration::from_millis(1_600));
+        assert_eq!(
+            g.peek(0).remaining(),
+            3,
+            "the admission in slot 1 was not given back"
+        );
+        // What the planted defect does instead: take the unit back from slot 1.
+        m.roll_back(&clock, replaced, wrote, 2, Plant::AnySlotRollback);
+        assert_eq!(
+            g.peek(0).remaining(),
+            4,
+            "the planted rollback hands a unit out twice"
+        );
+    }
+
+    #[test]
+    fn a_window_rollback_never_takes_more_than_the_count() {
+        // A refund that took the charge's units before its rollback: the count stays at zero
+        // instead of borrowing from the window number.
+        let clock = ManualClock::new();
+        let m = Arc::new(Member::fixed_window(Quota::per_second(5).unwrap()));
+        let g = Limits::new(clock.clone(), [m.clone()]).unwrap();
+        let (replaced, wrote) = charge(&m, &g, 2);
+        assert_eq!(g.refund(5), 2);
+        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        assert_eq!(m.word.load(Ordering::Relaxed), 0);
+        assert_eq!(g.peek(0).remaining(), 5);
+    }
 }

@@ -1,6 +1,8 @@
 //! `Limits`: all or nothing against a reference model, the most restrictive decision, one
 //! clock read per check, exactness at a frozen instant under threads, and no member ever
-//! over its quota while time moves.
+//! over its quota while time moves; a sliding-window member against `SlidingWindow`, beside a
+//! bucket, at a frozen instant under threads, and counting every live admission while
+//! threads move the clock.
 
 mod common;
 
@@ -8,8 +10,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ms, Rng};
-use tollgate::{Clock, Limiter, Limits, LimitsError, ManualClock, Member, Quota, MAX_MEMBERS};
+use common::{admitted, ms, Rng};
+use tollgate::{
+    Clock, Limiter, Limits, LimitsError, ManualClock, Member, Quota, SlidingWindow, TokenBucket,
+    MAX_MEMBERS,
+};
 
 /// Each member's remaining capacity now, read through a one-member group asking for 0.
 fn remaining(m: &Arc<Member>, clock: &ManualClock) -> u64 {
@@ -342,4 +347,235 @@ fn no_member_goes_over_its_quota_while_time_moves() {
     // More than the burst: the bucket refilled while the threads ran.
     let least = if cfg!(miri) { 11 } else { 50 };
     assert!(all.len() > least, "only {} admitted", all.len());
+}
+
+/// The decision a fresh look at one member gives now, writing nothing.
+fn look(m: &Arc<Member>, clock: &ManualClock, n: u64) -> tollgate::Decision {
+    Limits::new(clock.clone(), [m.clone()]).unwrap().peek(n)
+}
+
+#[test]
+fn a_sliding_member_alone_decides_as_a_sliding_window() {
+    // Quotas and slot counts, each a random run of acquires, peeks and refunds on one clock
+    // that moves forwards (and now and then back), compared field by field.
+    let cases = [
+        (Quota::per_second(5).unwrap(), 8),
+        (Quota::new(20, ms(1_500)).unwrap(), 3),
+        (Quota::per_minute(7).unwrap(), 1),
+        (Quota::new(3, ms(90)).unwrap(), 16),
+    ];
+    let steps = if cfg!(miri) { 300 } else { 6_000 };
+    for (case, (quota, slots)) in cases.into_iter().enumerate() {
+        let clock = ManualClock::new();
+        let window = SlidingWindow::try_with_slots(quota, slots, clock.clone()).unwrap();
+        let member = Arc::new(Member::try_sliding_window_with_slots(quota, slots).unwrap());
+        let group = Limits::new(clock.clone(), [member.clone()]).unwrap();
+        let mut rng = Rng(case as u64 + 5);
+        let period = quota.period().as_nanos() as u64;
+        let (mut allowed, mut denied) = (0, 0);
+        for step in 0..steps {
+            match rng.below(20) {
+                0 => clock.set(Duration::from_nanos(
+                    clock.now_nanos().saturating_sub(period / 3),
+                )),
+                _ => clock.advance(Duration::from_nanos(rng.below(period / 4 + 1))),
+            }
+            let n = match rng.below(10) {
+                0 => quota.limit() + 1 + rng.below(3), // above the capacity
+                1 => 0,
+                _ => 1 + rng.below(3),
+            };
+            match rng.below(6) {
+                0 => assert_eq!(group.peek(n), window.peek(n), "case {case} step {step}"),
+                1 => assert_eq!(group.refund(n), window.refund(n), "case {case} step {step}"),
+                _ => {
+                    let d = group.try_acquire_n(n);
+                    assert_eq!(d, window.try_acquire_n(n), "case {case} step {step}");
+                    if d.is_allowed() {
+                        allowed += 1;
+                    } else {
+                        denied += 1;
+                    }
+                }
+            }
+            assert_eq!(
+                look(&member, &clock, 1),
+                window.peek(1),
+                "case {case} step {step}"
+            );
+        }
+        assert!(
+            allowed > steps / 20 && denied > steps / 20,
+            "case {case}: {allowed} / {denied}"
+        );
+    }
+}
+
+#[test]
+fn a_sliding_member_and_a_bucket_charge_both_or_neither() {
+    // The group against its two members' limiters run side by side: it admits exactly when
+    // both would, charges both then, neither on a denial, and reports the tighter decision.
+    let clock = ManualClock::new();
+    let (w, b) = (
+        Quota::new(8, ms(2_000)).unwrap(),
+        Quota::per_second(4).unwrap().with_burst(3).unwrap(),
+    );
+    let sliding = Arc::new(Member::sliding_window(w));
+    let bucket = Arc::new(Member::token_bucket(b));
+    let group = Limits::new(clock.clone(), [sliding.clone(), bucket.clone()]).unwrap();
+    let (ref_w, ref_b) = (
+        SlidingWindow::with_clock(w, clock.clone()),
+        TokenBucket::with_clock(b, clock.clone()),
+    );
+    let mut rng = Rng(23);
+    let steps = if cfg!(miri) { 500 } else { 20_000 };
+    let (mut by_window, mut by_bucket, mut admitted) = (0, 0, 0);
+    for step in 0..steps {
+        clock.advance(ms(rng.below(150)));
+        let n = rng.below(4);
+        let (pw, pb) = (ref_w.peek(n), ref_b.peek(n));
+        let (d, by) = group.try_acquire_explained(n);
+        assert_eq!(
+            d.is_allowed(),
+            pw.is_allowed() && pb.is_allowed(),
+            "step {step}"
+        );
+        if d.is_allowed() {
+            admitted += 1;
+            assert!(ref_w.try_acquire_n(n).is_allowed() && ref_b.try_acquire_n(n).is_allowed());
+            assert_eq!(
+                d,
+                [pw, pb][by],
+                "step {step}: the decision is member {by}'s"
+            );
+            assert_eq!(
+                d.remaining(),
+                pw.remaining().min(pb.remaining()),
+                "step {step}"
+            );
+        } else {
+            if !pw.is_allowed() && pb.is_allowed() {
+                by_window += 1;
+            }
+            if pw.is_allowed() && !pb.is_allowed() {
+                by_bucket += 1;
+            }
+        }
+        // Each member holds exactly what its own limiter holds: a denial by one charged
+        // neither.
+        assert_eq!(look(&sliding, &clock, 1), ref_w.peek(1), "step {step}");
+        assert_eq!(look(&bucket, &clock, 1), ref_b.peek(1), "step {step}");
+    }
+    // Both members denied alone while the other would have admitted, often.
+    let often = steps / 50;
+    assert!(
+        by_window > often && by_bucket > often && admitted > often,
+        "{by_window} / {by_bucket} / {admitted}"
+    );
+}
+
+#[test]
+fn threads_at_a_frozen_instant_admit_exactly_the_sliding_members_allowance() {
+    // The sliding member is the tightest; its head starts in an older slot, so the first
+    // charge of each round moves it (writing the finished slot to the ring) while the others
+    // race it.
+    let (rounds, threads) = if cfg!(miri) { (2, 2) } else { (20u64, 4) };
+    for round in 0..rounds {
+        let clock = ManualClock::new();
+        let limit = 60 + round;
+        let members = [
+            Arc::new(Member::token_bucket(Quota::per_second(100).unwrap())),
+            Arc::new(Member::sliding_window(Quota::per_second(limit).unwrap())),
+            Arc::new(Member::token_bucket(Quota::per_second(1000).unwrap())),
+        ];
+        let group = Limits::new(clock.clone(), members.clone()).unwrap();
+        clock.set(ms(100));
+        assert_eq!(admitted(&group, 10), 10);
+        // A later slot of the same window: the 10 still count; the buckets are full again.
+        clock.set(ms(600 + round * 13));
+        let allowance = limit - 10;
+        let taken = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..40 {
+                        if group.try_acquire().is_allowed() {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let taken = taken.into_inner();
+        assert_eq!(taken, allowance, "round {round}");
+        let left: Vec<_> = members.iter().map(|m| remaining(m, &clock)).collect();
+        assert_eq!(left, [100 - taken, 0, 1000 - taken], "round {round}");
+    }
+}
+
+#[test]
+fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
+    // Two groups share a sliding member (10 per 100 ms in 4 slots of 25 ms) with a bucket
+    // each that denies now and then, so charges of the sliding member are rolled back while
+    // threads move the clock across slots. An admission counts in a slot at or after the one
+    // its reading falls in, so when the threads are done, every admission read in the last
+    // `K + 1` slots must still be counted: the member never has more left than the limit
+    // minus those (a rollback that gave back a unit counted elsewhere would).
+    let clock = Recording::default();
+    let sliding = Arc::new(
+        Member::try_sliding_window_with_slots(Quota::new(10, ms(100)).unwrap(), 4).unwrap(),
+    );
+    let groups: Vec<_> = (0..2)
+        .map(|_| {
+            Limits::new(
+                clock.clone(),
+                [
+                    sliding.clone(),
+                    Arc::new(Member::token_bucket(Quota::new(6, ms(100)).unwrap())),
+                ],
+            )
+            .unwrap()
+        })
+        .collect();
+    let rounds = if cfg!(miri) { 3 } else { 200 };
+    let mut checked = 0;
+    for round in 0..rounds {
+        let stamps: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let (group, clock) = (&groups[t % 2], &clock);
+                    s.spawn(move || {
+                        let mut rng = Rng((round * 4 + t) as u64 + 1);
+                        let mut stamps = Vec::new();
+                        for _ in 0..30 {
+                            if rng.below(3) == 0 {
+                                clock.0.advance(Duration::from_micros(rng.below(4_000)));
+                            }
+                            if group.try_acquire().is_allowed() {
+                                stamps.push(LAST_READ.with(|l| l.get()));
+                            }
+                        }
+                        stamps
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let now = clock.0.now_nanos();
+        let first_live = (now / 25_000_000).saturating_sub(4) * 25_000_000;
+        let live = stamps.iter().filter(|&&t| t >= first_live).count() as u64;
+        let left = remaining(&sliding, &clock.0);
+        assert!(
+            left + live <= 10,
+            "round {round}: {left} left, {live} live admissions"
+        );
+        checked += live;
+    }
+    assert!(
+        checked > rounds as u64,
+        "only {checked} live admissions checked"
+    );
 }

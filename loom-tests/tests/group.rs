@@ -3,13 +3,19 @@
 //! race gives back its own charge and nothing else), and never go over a member's quota when
 //! the clock moves. The planted rollback that restores the word it replaced (erasing an
 //! admission made after its charge) must fail.
+//!
+//! A sliding-window member (limit 2 per 2 s in 2 slots of 1 s: an admission in slot `e`
+//! counts until slot `e + 3` begins) beside a fixed window: movers of its head racing at a
+//! frozen instant, and checks racing a clock move across a slot boundary while a rollback is
+//! in flight. The planted sliding rollback that subtracts from the head whatever its slot
+//! (handing a unit out twice once the head has moved on) must fail.
 #![cfg(tollgate_loom)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use loom_tests::{admitted_units, expect_caught, model, scenario, Calls, Step};
-use tollgate::__loom::planted_store_rollback;
+use tollgate::__loom::{planted_any_slot_rollback, planted_store_rollback};
 use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
 use Step::{Acquire, SetClock};
@@ -168,5 +174,131 @@ fn restoring_the_replaced_word_is_caught() {
         "group/store rollback, charged exactly",
         "a member is not charged by exactly what was admitted",
         charged_exactly(mutant),
+    );
+}
+
+const SLOT0: Duration = Duration::from_millis(500);
+const SLOT1: Duration = Duration::from_millis(1_500);
+/// Slot 3 begins at 3 s: slot 0 has left the window, slot 1 still counts.
+const SLOT3: Duration = Duration::from_millis(3_500);
+
+/// A sliding window of `limit` per 2 s in 2 slots.
+fn sliding(limit: u64) -> Arc<Member> {
+    let quota = Quota::new(limit, Duration::from_secs(2)).expect("quota");
+    Arc::new(Member::try_sliding_window_with_slots(quota, 2).expect("slots"))
+}
+
+/// The sliding member (limit 3) and a bucket of 10 per second that never limits here.
+fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
+    let bucket = Arc::new(Member::token_bucket(Quota::per_second(10).expect("quota")));
+    Limits::new(clock, [sliding(3), bucket]).expect("two members")
+}
+
+/// The sliding member (limit 2) first, then a fixed window with 1 left for the whole model:
+/// two checks that both pass the peek race on the window, and the loser rolls the sliding
+/// member back.
+fn boundary_members() -> [Arc<Member>; 2] {
+    [
+        sliding(2),
+        Arc::new(Member::fixed_window(Quota::per_hour(1).expect("quota"))),
+    ]
+}
+
+fn boundary_group(clock: ManualClock) -> Limits<ManualClock> {
+    Limits::new(clock, boundary_members()).expect("two members")
+}
+
+fn any_slot_mutant(clock: ManualClock) -> Limits<ManualClock> {
+    planted_any_slot_rollback(clock, boundary_members())
+}
+
+/// Limit 3; slot 0 holds 2 (and the bucket 2 of its 10); three checks at 1.5 s (slot 1) race
+/// to move the head past slot 0 (each mover writes slot 0 to the ring before its head
+/// compare-exchange) and to charge: exactly 1 passes, and each member is charged by exactly
+/// that (a check that saw the moved head but not slot 0's ring entry would admit 3).
+fn sliding_rollover_at_a_frozen_instant() -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        rollover_group,
+        SLOT1,
+        &[SetClock(SLOT0), Acquire(2)],
+        &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
+        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+            let admitted = admitted_units(calls);
+            assert_eq!(admitted, 1, "slot 0's 2 still count: {calls:?}");
+            let m = limits.members();
+            assert_eq!(
+                (left(&m[0], clock), left(&m[1], clock)),
+                (0, 10 - admitted),
+                "charged wrongly: {calls:?}"
+            );
+        },
+    )
+}
+
+/// At 0.5 s (slot 0) one check moves the clock to 1.5 s (slot 1) and asks for 1 while another
+/// asks for 1 at whichever slot it reads. Both may pass the peek; the window admits one of
+/// them and the other rolls the sliding member back, perhaps after the head has moved from
+/// the slot its charge was counted in (then the charge stays counted in slot 0: lost, never
+/// handed out twice).
+///
+/// Checked: at 1.5 s the sliding member counts every admission and at most the one lost
+/// rollback on top; at 3.5 s (slot 0 gone) it still counts the admission of the check that
+/// read slot 1, and nothing else it had not admitted there.
+fn checks_across_a_slot_boundary(
+    make: fn(ManualClock) -> Limits<ManualClock>,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        SLOT0,
+        &[],
+        &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]],
+        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+            let admitted = admitted_units(calls);
+            assert_eq!(admitted, 1, "the window had 1: {calls:?}");
+            let sliding = &limits.members()[0];
+            let now = left(sliding, clock);
+            assert!(
+                now <= 2 - admitted && now + 1 >= 2 - admitted,
+                "at 1.5 s the sliding member has {now} left: {calls:?}"
+            );
+            // The first thread read slot 1, so its admission counts until 4 s; the other's
+            // counts in slot 0 or 1.
+            let in_slot_1 = u64::from(calls[0][0].1.is_allowed());
+            clock.set(SLOT3);
+            let later = left(sliding, clock);
+            assert!(
+                later <= 2 - in_slot_1,
+                "a unit handed out twice: {later} left at 3.5 s: {calls:?}"
+            );
+            assert!(
+                later >= 2 - admitted,
+                "more than admitted still counts: {calls:?}"
+            );
+        },
+    )
+}
+
+#[test]
+fn sliding_member_movers_race_at_a_frozen_instant() {
+    model(
+        "group/sliding rollover at a frozen instant 3x1",
+        sliding_rollover_at_a_frozen_instant(),
+    );
+}
+
+#[test]
+fn sliding_member_checks_race_across_a_slot_boundary() {
+    model(
+        "group/sliding checks across a slot boundary",
+        checks_across_a_slot_boundary(boundary_group),
+    );
+}
+
+#[test]
+fn a_sliding_rollback_from_any_slot_is_caught() {
+    expect_caught(
+        "group/sliding rollback whatever the slot, checks across a slot boundary",
+        "a unit handed out twice",
+        checks_across_a_slot_boundary(any_slot_mutant),
     );
 }

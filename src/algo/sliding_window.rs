@@ -91,6 +91,18 @@ impl Geometry {
     }
 }
 
+/// The ring write an admission that replaces `head` with `new_head` must make first: the
+/// finished slot `(ring index, head)` when the head moves to a later slot and the slot it
+/// leaves counted something; `None` otherwise.
+#[inline(always)]
+pub fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> {
+    let count_bits = g.p.count_bits;
+    let epoch = head >> count_bits;
+    let moved = new_head >> count_bits != epoch;
+    let counted = head & count_mask(count_bits) != 0;
+    (moved && counted).then(|| ((epoch % (g.slots + 1)) as usize, head))
+}
+
 /// The pure decision. `ring(i)` reads ring entry `i`. Returns the writes to make, if any.
 #[inline(always)]
 pub fn decide(
@@ -137,15 +149,11 @@ pub fn decide(
         if n == 0 {
             return (Decision::allowed(remaining, reset(newest)), None);
         }
-        let (count, finished) = if head_epoch == cur {
-            (head_count + n, None)
-        } else {
-            let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
-            (n, finished)
-        };
+        let count = if head_epoch == cur { head_count + n } else { n };
+        let new_head = cur << p.count_bits | count;
         let write = Write {
-            head: cur << p.count_bits | count,
-            finished,
+            head: new_head,
+            finished: finished(g, head, new_head),
         };
         return (
             Decision::allowed(remaining - n, reset(Some(cur))),
