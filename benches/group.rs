@@ -11,7 +11,10 @@
 //! - `group/denied`: every request denied, by the last member of three (the first two
 //!   admit), against one denying `TokenBucket`: the peek writes nothing;
 //! - `group/threads`: two threads on one shared group of three against two threads on one
-//!   shared bucket (requests per second in total).
+//!   shared bucket (requests per second in total);
+//! - `group/sliding_allowed`, `group/sliding_denied`: a group of three with a sliding-window
+//!   member (a bucket, a fixed window, a sliding window) against one `SlidingWindow`, every
+//!   request admitted, or every request denied by the sliding member (the last).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -19,7 +22,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tollgate::{Limiter, Limits, Member, MonotonicClock, Quota, TokenBucket};
+use tollgate::{Limiter, Limits, Member, MonotonicClock, Quota, SlidingWindow, TokenBucket};
 
 fn open() -> Quota {
     Quota::per_second(1_000_000_000).unwrap()
@@ -125,5 +128,54 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, allowed, denied, threads);
+/// A bucket and a fixed window that admit everything, then a sliding window of `last`.
+fn three_with_sliding(last: Quota) -> Limits<MonotonicClock> {
+    Limits::new(
+        MonotonicClock::new(),
+        [
+            Arc::new(Member::token_bucket(open())),
+            Arc::new(Member::fixed_window(open())),
+            Arc::new(Member::sliding_window(last)),
+        ],
+    )
+    .unwrap()
+}
+
+fn sliding(c: &mut Criterion, name: &str, quota: Quota) {
+    let mut g = c.benchmark_group(name);
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let window = SlidingWindow::new(quota);
+    let three = three_with_sliding(quota);
+    let _ = (window.try_acquire(), three.try_acquire());
+    // Each subject on the path it is timed on.
+    let expect = quota == open();
+    assert!((0..1_000).all(|_| window.try_acquire().is_allowed() == expect));
+    assert!((0..1_000).all(|_| three.try_acquire().is_allowed() == expect));
+    g.bench_function("one_sliding_window", |b| {
+        b.iter(|| window.try_acquire_n(black_box(1)).is_allowed())
+    });
+    g.bench_function("group_of_three", |b| {
+        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
+    });
+    g.finish();
+}
+
+fn sliding_allowed(c: &mut Criterion) {
+    sliding(c, "group/sliding_allowed", open());
+}
+
+fn sliding_denied(c: &mut Criterion) {
+    sliding(c, "group/sliding_denied", shut());
+}
+
+criterion_group!(
+    benches,
+    allowed,
+    denied,
+    threads,
+    sliding_allowed,
+    sliding_denied
+);
 criterion_main!(benches);

@@ -188,6 +188,10 @@ fn sliding(limit: u64) -> Arc<Member> {
     Arc::new(Member::try_sliding_window_with_slots(quota, 2).expect("slots"))
 }
 
+/// One thread moves the clock into slot 1 and checks; one (or two) check at either slot.
+const TWO_ACROSS: &[&[Step]] = &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]];
+const THREE_ACROSS: &[&[Step]] = &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)], &[Acquire(1)]];
+
 /// The sliding member (limit 3) and a bucket of 10 per second that never limits here.
 fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
     let bucket = Arc::new(Member::token_bucket(Quota::per_second(10).expect("quota")));
@@ -235,8 +239,8 @@ fn sliding_rollover_at_a_frozen_instant() -> impl Fn() + Send + Sync + 'static {
     )
 }
 
-/// At 0.5 s (slot 0) one check moves the clock to 1.5 s (slot 1) and asks for 1 while another
-/// asks for 1 at whichever slot it reads. Both may pass the peek; the window admits one of
+/// At 0.5 s (slot 0) one check moves the clock to 1.5 s (slot 1) and asks for 1 while the
+/// others ask for 1 at whichever slot they read. Both may pass the peek; the window admits one of
 /// them and the other rolls the sliding member back, perhaps after the head has moved from
 /// the slot its charge was counted in (then the charge stays counted in slot 0: lost, never
 /// handed out twice).
@@ -246,12 +250,13 @@ fn sliding_rollover_at_a_frozen_instant() -> impl Fn() + Send + Sync + 'static {
 /// read slot 1, and nothing else it had not admitted there.
 fn checks_across_a_slot_boundary(
     make: fn(ManualClock) -> Limits<ManualClock>,
+    threads: &'static [&'static [Step]],
 ) -> impl Fn() + Send + Sync + 'static {
     scenario(
         make,
         SLOT0,
         &[],
-        &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]],
+        threads,
         |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "the window had 1: {calls:?}");
@@ -290,7 +295,11 @@ fn sliding_member_movers_race_at_a_frozen_instant() {
 fn sliding_member_checks_race_across_a_slot_boundary() {
     model(
         "group/sliding checks across a slot boundary",
-        checks_across_a_slot_boundary(boundary_group),
+        checks_across_a_slot_boundary(boundary_group, TWO_ACROSS),
+    );
+    model(
+        "group/sliding checks across a slot boundary, 3 threads",
+        checks_across_a_slot_boundary(boundary_group, THREE_ACROSS),
     );
 }
 
@@ -299,6 +308,6 @@ fn a_sliding_rollback_from_any_slot_is_caught() {
     expect_caught(
         "group/sliding rollback whatever the slot, checks across a slot boundary",
         "a unit handed out twice",
-        checks_across_a_slot_boundary(any_slot_mutant),
+        checks_across_a_slot_boundary(any_slot_mutant, TWO_ACROSS),
     );
 }
