@@ -33,13 +33,14 @@ fn shut() -> Quota {
     Quota::per_hour(1).unwrap()
 }
 
-fn three(last: Quota) -> Limits<MonotonicClock> {
+/// A bucket and a fixed window that admit everything, then `last`.
+fn three(last: Member) -> Limits<MonotonicClock> {
     Limits::new(
         MonotonicClock::new(),
         [
             Arc::new(Member::token_bucket(open())),
             Arc::new(Member::fixed_window(open())),
-            Arc::new(Member::token_bucket(last)),
+            Arc::new(last),
         ],
     )
     .unwrap()
@@ -62,7 +63,7 @@ fn allowed(c: &mut Criterion) {
     g.bench_function("group_of_one", |b| {
         b.iter(|| one.try_acquire_n(black_box(1)).is_allowed())
     });
-    let three = three(open());
+    let three = three(Member::token_bucket(open()));
     g.bench_function("group_of_three", |b| {
         b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
     });
@@ -79,7 +80,7 @@ fn denied(c: &mut Criterion) {
     g.bench_function("one_bucket", |b| {
         b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
     });
-    let three = three(shut());
+    let three = three(Member::token_bucket(shut()));
     let _ = three.try_acquire();
     g.bench_function("group_of_three", |b| {
         b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
@@ -121,24 +122,11 @@ fn threads(c: &mut Criterion) {
     g.bench_function("one_bucket", |b| {
         b.iter_custom(|iters| two_threads(&bucket, iters))
     });
-    let three = three(open());
+    let three = three(Member::token_bucket(open()));
     g.bench_function("group_of_three", |b| {
         b.iter_custom(|iters| two_threads(&three, iters))
     });
     g.finish();
-}
-
-/// A bucket and a fixed window that admit everything, then a sliding window of `last`.
-fn three_with_sliding(last: Quota) -> Limits<MonotonicClock> {
-    Limits::new(
-        MonotonicClock::new(),
-        [
-            Arc::new(Member::token_bucket(open())),
-            Arc::new(Member::fixed_window(open())),
-            Arc::new(Member::sliding_window(last)),
-        ],
-    )
-    .unwrap()
 }
 
 fn sliding(c: &mut Criterion, name: &str, quota: Quota) {
@@ -147,7 +135,7 @@ fn sliding(c: &mut Criterion, name: &str, quota: Quota) {
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
     let window = SlidingWindow::new(quota);
-    let three = three_with_sliding(quota);
+    let three = three(Member::sliding_window(quota));
     let _ = (window.try_acquire(), three.try_acquire());
     // Each subject on the path it is timed on.
     let expect = quota == open();

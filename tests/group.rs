@@ -231,6 +231,24 @@ fn every_check_reads_the_clock_once() {
     }
 }
 
+/// Unit requests, `each` per thread on `threads` threads at once: how many passed.
+fn admitted_by_threads(group: &Limits<ManualClock>, threads: usize, each: usize) -> u64 {
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..each {
+                    if group.try_acquire().is_allowed() {
+                        // Relaxed: a tally read after the threads are joined.
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    admitted.into_inner()
+}
+
 #[test]
 fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
     // Shorter under miri: 2 rounds of 2 threads (80 requests still ask for more than the
@@ -245,19 +263,7 @@ fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
             Arc::new(Member::token_bucket(Quota::per_second(1000).unwrap())),
         ];
         let group = Limits::new(clock.clone(), members.clone()).unwrap();
-        let admitted = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    for _ in 0..40 {
-                        if group.try_acquire().is_allowed() {
-                            admitted.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
-        let admitted = admitted.into_inner();
+        let admitted = admitted_by_threads(&group, threads, 40);
         assert_eq!(admitted, 60 + round);
         let left: Vec<_> = members.iter().map(|m| remaining(m, &clock)).collect();
         assert_eq!(left, [100 - admitted, 0, 1000 - admitted], "round {round}");
@@ -494,19 +500,7 @@ fn threads_at_a_frozen_instant_admit_exactly_the_sliding_members_allowance() {
         // A later slot of the same window: the 10 still count; the buckets are full again.
         clock.set(ms(600 + round * 13));
         let allowance = limit - 10;
-        let taken = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    for _ in 0..40 {
-                        if group.try_acquire().is_allowed() {
-                            taken.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
-        let taken = taken.into_inner();
+        let taken = admitted_by_threads(&group, threads, 40);
         assert_eq!(taken, allowance, "round {round}");
         let left: Vec<_> = members.iter().map(|m| remaining(m, &clock)).collect();
         assert_eq!(left, [100 - taken, 0, 1000 - taken], "round {round}");
