@@ -67,8 +67,9 @@
 //!   across threads (the manual clock; the monotonic clock up to its 8 µs).
 //!
 //! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
-//! catches two planted rollbacks: a bucket's that restores the replaced word even when others
-//! wrote after it, and a sliding member's that subtracts from the head whatever its slot.
+//! catches two planted rollbacks (a bucket's that restores the replaced word even when others
+//! wrote after it, a sliding member's that subtracts from the head whatever its slot) and a
+//! sliding head peeked `Relaxed`.
 
 use core::fmt;
 use std::sync::Arc;
@@ -218,12 +219,14 @@ impl Member {
 
     /// The member's word, for a decision on it.
     #[inline]
-    fn load(&self) -> u64 {
+    fn load(&self, plant: Plant) -> u64 {
         match self.rule {
             // Acquire: pairs with the `Release` of the head compare-exchange that moved the head
             // to its slot (every later charge, rollback or refund is a read-modify-write that
             // continues its release sequence), so `decide` sees the ring entries it finished.
-            Rule::Sliding(_) => self.word.load(Ordering::Acquire),
+            Rule::Sliding(_) if plant != Plant::RelaxedSlidingHead => {
+                self.word.load(Ordering::Acquire)
+            }
             // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies on
             // a state the member really had.
             _ => self.word.load(Ordering::Relaxed),
@@ -321,8 +324,9 @@ impl Member {
                     cur.saturating_sub(n * p.interval)
                 }
             };
-            // Release: a later rollback's `Acquire` load sees what this one saw. Failure
-            // `Acquire`: it is the next load.
+            // Release: a later rollback's `Acquire` load sees what this one saw (on a sliding
+            // member's head, a read-modify-write that continues the release sequence of the
+            // move into its slot). Failure `Acquire`: it is the next load.
             match self
                 .word
                 .compare_exchange_weak(cur, new, Ordering::Release, Ordering::Acquire)
@@ -431,6 +435,9 @@ enum Plant {
     /// A sliding member's rollback subtracts from the head whatever slot it is in.
     #[cfg_attr(not(tollgate_loom), allow(dead_code))]
     AnySlotRollback,
+    /// A check's peek loads a sliding member's head `Relaxed` instead of `Acquire`.
+    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
+    RelaxedSlidingHead,
 }
 
 impl<C: fmt::Debug> fmt::Debug for Limits<C> {
@@ -604,7 +611,7 @@ impl<C: Clock> Limits<C> {
         let (mut denied, mut writes) = (false, 0u32);
         for (i, m) in self.members.iter().enumerate() {
             // The member's own ordering (see `Member::load`).
-            let word = m.load();
+            let word = m.load(self.plant());
             let (d, write) = m.decide(word, now, n);
             denied |= !d.is_allowed();
             seen[i] = word;
@@ -648,13 +655,19 @@ impl<C: Clock> Limits<C> {
         (worst, by)
     }
 
+    /// The planted defect of a loom model's group; always `Sound` outside the models.
+    #[inline(always)]
+    fn plant(&self) -> Plant {
+        #[cfg(tollgate_loom)]
+        return self.plant;
+        #[cfg(not(tollgate_loom))]
+        Plant::Sound
+    }
+
     /// Rolls back the charges of the first members, newest first.
     #[cold]
     fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
-        #[cfg(tollgate_loom)]
-        let plant = self.plant;
-        #[cfg(not(tollgate_loom))]
-        let plant = Plant::Sound;
+        let plant = self.plant();
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
             if writes & (1 << i) != 0 {
                 m.roll_back(&self.clock, replaced[i], wrote[i], n, plant);
@@ -716,6 +729,17 @@ pub fn planted_any_slot_rollback<C: Clock>(
     members: impl IntoIterator<Item = Arc<Member>>,
 ) -> Limits<C> {
     planted(clock, members, Plant::AnySlotRollback)
+}
+
+/// For the loom model only: a group whose peek loads a sliding member's head `Relaxed`, so
+/// that it may see a head past a slot without that slot's ring entry (and count too little).
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub fn planted_relaxed_sliding_head<C: Clock>(
+    clock: C,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> Limits<C> {
+    planted(clock, members, Plant::RelaxedSlidingHead)
 }
 
 #[cfg(tollgate_loom)]

@@ -114,9 +114,11 @@ pub mod __loom {
     #[cfg(feature = "std")]
     pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
 
-    /// The `Limits` group's rollbacks with a planted bug.
+    /// The `Limits` group with a planted bug (in a rollback, or the sliding head's load).
     #[cfg(feature = "std")]
-    pub use crate::group::{planted_any_slot_rollback, planted_store_rollback};
+    pub use crate::group::{
+        planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
+    };
     /// One key of a live keyed token bucket map, sound and planted.
     #[cfg(feature = "std")]
     pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};

@@ -8,14 +8,17 @@
 //! counts until slot `e + 3` begins) beside a fixed window: movers of its head racing at a
 //! frozen instant, and checks racing a clock move across a slot boundary while a rollback is
 //! in flight. The planted sliding rollback that subtracts from the head whatever its slot
-//! (handing a unit out twice once the head has moved on) must fail.
+//! (handing a unit out twice once the head has moved on) must fail, and so must a peek that
+//! loads the sliding head `Relaxed` (it may see the moved head without the ring entry).
 #![cfg(tollgate_loom)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use loom_tests::{admitted_units, expect_caught, model, scenario, Calls, Step};
-use tollgate::__loom::{planted_any_slot_rollback, planted_store_rollback};
+use tollgate::__loom::{
+    planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
+};
 use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
 use Step::{Acquire, SetClock};
@@ -193,9 +196,17 @@ const TWO_ACROSS: &[&[Step]] = &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]];
 const THREE_ACROSS: &[&[Step]] = &[&[SetClock(SLOT1), Acquire(1)], &[Acquire(1)], &[Acquire(1)]];
 
 /// The sliding member (limit 3) and a bucket of 10 per second that never limits here.
-fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
+fn rollover_members() -> [Arc<Member>; 2] {
     let bucket = Arc::new(Member::token_bucket(Quota::per_second(10).expect("quota")));
-    Limits::new(clock, [sliding(3), bucket]).expect("two members")
+    [sliding(3), bucket]
+}
+
+fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
+    Limits::new(clock, rollover_members()).expect("two members")
+}
+
+fn relaxed_head_mutant(clock: ManualClock) -> Limits<ManualClock> {
+    planted_relaxed_sliding_head(clock, rollover_members())
 }
 
 /// The sliding member (limit 2) first, then a fixed window with 1 left for the whole model:
@@ -220,9 +231,11 @@ fn any_slot_mutant(clock: ManualClock) -> Limits<ManualClock> {
 /// to move the head past slot 0 (each mover writes slot 0 to the ring before its head
 /// compare-exchange) and to charge: exactly 1 passes, and each member is charged by exactly
 /// that (a check that saw the moved head but not slot 0's ring entry would admit 3).
-fn sliding_rollover_at_a_frozen_instant() -> impl Fn() + Send + Sync + 'static {
+fn sliding_rollover_at_a_frozen_instant(
+    make: fn(ManualClock) -> Limits<ManualClock>,
+) -> impl Fn() + Send + Sync + 'static {
     scenario(
-        rollover_group,
+        make,
         SLOT1,
         &[SetClock(SLOT0), Acquire(2)],
         &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
@@ -287,7 +300,7 @@ fn checks_across_a_slot_boundary(
 fn sliding_member_movers_race_at_a_frozen_instant() {
     model(
         "group/sliding rollover at a frozen instant 3x1",
-        sliding_rollover_at_a_frozen_instant(),
+        sliding_rollover_at_a_frozen_instant(rollover_group),
     );
 }
 
@@ -309,5 +322,14 @@ fn a_sliding_rollback_from_any_slot_is_caught() {
         "group/sliding rollback whatever the slot, checks across a slot boundary",
         "a unit handed out twice",
         checks_across_a_slot_boundary(any_slot_mutant, TWO_ACROSS),
+    );
+}
+
+#[test]
+fn a_sliding_head_peeked_relaxed_is_caught() {
+    expect_caught(
+        "group/sliding head peeked Relaxed, rollover at a frozen instant 3x1",
+        "slot 0's 2 still count",
+        sliding_rollover_at_a_frozen_instant(relaxed_head_mutant),
     );
 }
