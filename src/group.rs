@@ -825,6 +825,30 @@ mod tests {
     }
 
     #[test]
+    fn the_ring_write_from_two_heads_is_the_one_decide_asks_for() {
+        // The charge keeps only the head it replaced and the head it writes; the ring write
+        // it derives from them must be the sliding window's own, over many heads and times.
+        let g = Geometry::new(&Quota::per_second(6).unwrap(), 3).unwrap();
+        let ring = [0u64; 4];
+        let mut x = 7u64;
+        let mut checked = 0;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let (slot, count) = ((x >> 40) % 50, (x >> 20) % 7);
+            let head = slot << g.p.count_bits | count;
+            let now = slot * g.p.len + (x >> 8) % (4 * g.p.len);
+            let (_, write) = sliding_window::decide(&g, head, |i| ring[i], now, 1 + x % 2);
+            if let Some(w) = write {
+                assert_eq!(sliding_window::finished(&g, head, w.head), w.finished);
+                checked += u64::from(w.finished.is_some());
+            }
+        }
+        assert!(checked > 1_000, "only {checked} slot moves");
+    }
+
+    #[test]
     fn a_window_rollback_never_takes_more_than_the_count() {
         // A refund that took the charge's units before its rollback: the count stays at zero
         // instead of borrowing from the window number.

@@ -93,7 +93,8 @@ impl Geometry {
 
 /// The ring write an admission that replaces `head` with `new_head` must make first: the
 /// finished slot `(ring index, head)` when the head moves to a later slot and the slot it
-/// leaves counted something; `None` otherwise.
+/// leaves counted something; `None` otherwise. The same as [`decide`]'s `Write::finished`,
+/// from the two heads alone (for a caller that keeps only those).
 #[inline(always)]
 pub fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> {
     let count_bits = g.p.count_bits;
@@ -149,11 +150,15 @@ pub fn decide(
         if n == 0 {
             return (Decision::allowed(remaining, reset(newest)), None);
         }
-        let count = if head_epoch == cur { head_count + n } else { n };
-        let new_head = cur << p.count_bits | count;
+        let (count, finished) = if head_epoch == cur {
+            (head_count + n, None)
+        } else {
+            let finished = (head_count != 0).then(|| ((head_epoch % ring_len) as usize, head));
+            (n, finished)
+        };
         let write = Write {
-            head: new_head,
-            finished: finished(g, head, new_head),
+            head: cur << p.count_bits | count,
+            finished,
         };
         return (
             Decision::allowed(remaining - n, reset(Some(cur))),
