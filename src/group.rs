@@ -832,7 +832,9 @@ mod tests {
         let ring = [0u64; 4];
         let mut x = 7u64;
         let mut checked = 0;
-        for _ in 0..20_000 {
+        // Shorter under miri, which is a thousand times slower.
+        let runs = if cfg!(miri) { 1_000 } else { 20_000 };
+        for _ in 0..runs {
             x = x
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
@@ -845,7 +847,7 @@ mod tests {
                 checked += u64::from(w.finished.is_some());
             }
         }
-        assert!(checked > 1_000, "only {checked} slot moves");
+        assert!(checked > runs / 20, "only {checked} slot moves");
     }
 
     #[test]
