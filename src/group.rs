@@ -240,14 +240,19 @@ impl Member {
         match &self.rule {
             Rule::Bucket(p) => token_bucket::decide(p, word, now_ns, n),
             Rule::Window(p) => fixed_window::decide(p, word, now_ns, n),
-            Rule::Sliding(g) => {
-                // Relaxed: after the `Acquire` load of the head (see `Member::load`), as the
-                // sliding window's own ring loads.
-                let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
-                let (d, write) = sliding_window::decide(g, word, ring, now_ns, n);
-                (d, write.map(|w| w.head))
-            }
+            Rule::Sliding(g) => self.decide_sliding(g, word, now_ns, n),
         }
+    }
+
+    /// A sliding member's decision on its head `head` and its ring. Kept out of
+    /// [`Member::decide`], so that the one-word members' decisions stay as small as before.
+    #[inline(never)]
+    fn decide_sliding(&self, g: &Geometry, head: u64, now_ns: u64, n: u64) -> crate::algo::Step {
+        // Relaxed: after the `Acquire` load of the head (see `Member::load`), as the sliding
+        // window's own ring loads.
+        let ring = |i: usize| self.ring[i].load(Ordering::Relaxed);
+        let (d, write) = sliding_window::decide(g, head, ring, now_ns, n);
+        (d, write.map(|w| w.head))
     }
 
     /// A sliding member's ring write before its head moves from `head` to `new_head`: the slot
@@ -563,25 +568,23 @@ impl<C: Clock> Limits<C> {
             if writes & (1 << i) == 0 {
                 continue; // nothing to write (a zero cost)
             }
-            loop {
-                m.finish_slot(seen[i], wrote[i]);
-                // Release: a rollback's `Acquire` load that reads this word also sees this
-                // thread's clock reading (see `Member::roll_back`), and a sliding member's
-                // ring entry written just above is seen by whoever sees this head. Failure
-                // `Acquire`: a sliding member next decides on the ring the found head
-                // published (for the others, a stale word would only fail again).
-                let Err(cur) = m.word.compare_exchange_weak(
-                    seen[i],
-                    wrote[i],
-                    Ordering::Release,
-                    Ordering::Acquire,
-                ) else {
-                    break;
-                };
+            m.finish_slot(seen[i], wrote[i]);
+            // Release: a rollback's `Acquire` load that reads this word also sees this
+            // thread's clock reading (see `Member::roll_back`), and a sliding member's ring
+            // entry written just before is seen by whoever sees this head. Failure `Acquire`:
+            // a sliding member next decides on the ring the found head published (for the
+            // others, a stale word would only fail again).
+            while let Err(cur) = m.word.compare_exchange_weak(
+                seen[i],
+                wrote[i],
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
                 let (d, write) = m.decide(cur, now, n);
                 match write {
                     Some(t) if d.is_allowed() => {
                         (seen[i], wrote[i]) = (cur, t);
+                        m.finish_slot(cur, t);
                         // The member's decision on a later word: it replaces its own peek.
                         if by == i || tighter(&d, &worst) {
                             (worst, by) = (d, i);
