@@ -49,7 +49,7 @@ use super::plans::{KeySlot, PlanTable, SlotMaker};
 use super::slot::Attempt;
 use super::word::{PlanRef, WordSlot, EVICTED};
 
-/// Words of a live plan's cell: the packed parameters and the tick they took effect at.
+/// Words of a live plan's cell: the packed parameters and the map's now (ns) they took effect at.
 const PLAN_WORDS: usize = PARAM_WORDS + 1;
 
 /// Planted defect: a request decides a word counted in the previous version without carrying
