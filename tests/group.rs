@@ -370,7 +370,7 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
         (Quota::per_minute(7).unwrap(), 1),
         (Quota::new(3, ms(90)).unwrap(), 16),
     ];
-    let steps = if cfg!(miri) { 300 } else { 6_000 };
+    let steps = if cfg!(miri) { 120 } else { 6_000 };
     for (case, (quota, slots)) in cases.into_iter().enumerate() {
         let clock = ManualClock::new();
         let window = SlidingWindow::try_with_slots(quota, slots, clock.clone()).unwrap();
@@ -434,7 +434,7 @@ fn a_sliding_member_and_a_bucket_charge_both_or_neither() {
         TokenBucket::with_clock(b, clock.clone()),
     );
     let mut rng = Rng(23);
-    let steps = if cfg!(miri) { 500 } else { 20_000 };
+    let steps = if cfg!(miri) { 200 } else { 20_000 };
     let (mut by_window, mut by_bucket, mut admitted) = (0, 0, 0);
     for step in 0..steps {
         clock.advance(ms(rng.below(150)));

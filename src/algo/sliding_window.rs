@@ -94,7 +94,8 @@ impl Geometry {
 /// The ring write an admission that replaces `head` with `new_head` must make first: the
 /// finished slot `(ring index, head)` when the head moves to a later slot and the slot it
 /// leaves counted something; `None` otherwise. The same as [`decide`]'s `Write::finished`,
-/// from the two heads alone (for a caller that keeps only those).
+/// from the two heads alone (for a caller that keeps only those: a `Limits` member).
+#[cfg(feature = "std")]
 #[inline(always)]
 pub fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> {
     let count_bits = g.p.count_bits;
