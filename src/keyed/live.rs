@@ -98,7 +98,6 @@ fn packed(words: [u64; PLAN_WORDS]) -> [u64; PARAM_WORDS] {
 impl<R: Retune> LivePlan<R> {
     fn new(quota: &Quota) -> Result<Self, QuotaError> {
         let params = R::live_params(quota)?;
-        R::state(&params)?;
         Ok(LivePlan {
             cell: ParamCell::new(plan_words(R::pack(&params), 0)),
             writer: Mutex::new(*quota),
@@ -425,9 +424,6 @@ pub(crate) trait LiveMap {
         quota: Quota,
         now_ns: impl FnOnce() -> u64,
     ) -> Result<(), QuotaError>;
-
-    /// The quota in force for the plan named `name` (`name` itself if no key has used it).
-    fn quota_of(&self, name: &Quota) -> Quota;
 }
 
 impl<K, S> LiveMap for super::Keyed<K, LivePlans<Gcra>, S>
@@ -453,10 +449,6 @@ where
             }
         })
     }
-
-    fn quota_of(&self, name: &Quota) -> Quota {
-        self.maker.in_force(name)
-    }
 }
 
 impl<K, S> LiveMap for super::Keyed<K, LivePlans<Fixed>, S>
@@ -472,10 +464,6 @@ where
     ) -> Result<(), QuotaError> {
         // A window's count reads right under the new limit: nothing to carry.
         self.maker.plan(name)?.change::<PLANT>(quota, now_ns, || {})
-    }
-
-    fn quota_of(&self, name: &Quota) -> Quota {
-        self.maker.in_force(name)
     }
 }
 

@@ -678,11 +678,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn plan_quota(&self, plan: &Quota) -> Quota {
-        match &self.maps {
-            Maps::LiveTokenBucket(m) => m.quota_of(plan),
-            Maps::LiveFixedWindow(m) => m.quota_of(plan),
-            _ => *plan,
-        }
+        with_map!(&self.maps, m => m.maker.in_force(plan))
     }
 
     /// How many keys have a limiter (an estimate while other threads insert or evict).
