@@ -86,9 +86,9 @@ pub trait Limiter: Send + Sync {
     ///
     /// | limiter | what a refund does |
     /// |---|---|
-    /// | token bucket | moves `tat` back by `n` tokens, never before now (so never above the burst) |
-    /// | fixed window | lowers the current window's count by up to `n`; nothing once the window has moved on |
-    /// | sliding window | lowers the current slot's count by up to `n`; nothing once the slot has ended |
+    /// | token bucket | moves `tat` back by `n` tokens, never before now (so never above the burst); nothing if `tat` is more than the capacity past now (the refund's clock reading is older than the one another request wrote it with) |
+    /// | fixed window | lowers the count by up to `n` when the stored window is the one now falls in; nothing when it is another (the window moved on, or moved on between the refund's clock reading and its write) |
+    /// | sliding window | lowers the head slot's count by up to `n` when the head's slot is the one now falls in; nothing when it is another (the slot has ended, or the head moved on between the refund's clock reading and its write) |
     /// | sliding log | nothing (returns 0): see below |
     ///
     /// Where it cannot be exact: a limiter's state does not record when each unit was
@@ -99,7 +99,10 @@ pub trait Limiter: Send + Sync {
     /// window admit `n` more than its limit. So refund right after the charge, in the same
     /// window (as [`Limits`](crate::Limits) does with its own receipts); the sliding window
     /// likewise, in the same slot (a refund that races the slot's end may be lost: counted,
-    /// never an extra admission). The sliding log keeps one time per admission in a ring of
+    /// never an extra admission). A refund overtaken between its clock reading and its write
+    /// (the window or slot moved on meanwhile, or the bucket was written with a later reading)
+    /// gives nothing back rather than lower a count that holds none of its charge. The sliding
+    /// log keeps one time per admission in a ring of
     /// exactly `limit` entries, so the entry a refund would drop has already been overwritten
     /// by a newer one: it refunds nothing. The default, for limiters written elsewhere,
     /// refunds nothing.

@@ -31,6 +31,9 @@
 //!
 //! A `now` in a window before the stored one counts against the stored window (time stands
 //! still for the limiter until the clock is back): the count is never reset by going back.
+//! A refund whose `now` is in another window than the stored one gives nothing back: the
+//! stored count holds no unit charged in the refund's window (a reading behind the word's is
+//! one that another request overtook), and a lost refund never admits anyone.
 //!
 //! # Edges
 //!
@@ -82,11 +85,14 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
 }
 
 /// A refund of `n` on `word` at `now_ns`: the units given back and the new word. Only the
-/// current window's count goes down; a word of an earlier window has nothing of it. Pure.
+/// count of the window `now_ns` reads goes down, and only while the word is still in that
+/// window: a word of an earlier window has nothing of the charge, and a word already in a
+/// later one (the window moved on between the refund's clock reading and this load) counts
+/// other admissions only. Either way nothing is given back. Pure.
 #[inline]
 pub(crate) fn refunded(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> (u64, Option<u64>) {
     let count = word & count_mask(p.count_bits);
-    let stale = now_ns.min(HORIZON) / p.len > word >> p.count_bits;
+    let stale = now_ns.min(HORIZON) / p.len != word >> p.count_bits;
     let given = if stale { 0 } else { n.min(count) };
     (given, (given > 0).then_some(word - given))
 }
@@ -132,7 +138,8 @@ impl Algo for Fixed {
         decide(p, word.load(Ordering::Relaxed), now_ns, n).0
     }
 
-    /// The current window's count down by up to `n`; nothing once the window has moved on.
+    /// The count of the window `now_ns` reads down by up to `n`, while the word is in that
+    /// window; nothing once the window has moved on (or the reading is behind the word's).
     fn refund(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> u64 {
         // Relaxed load and CAS: one word, publishing nothing (see the module's orderings).
         let (given, _) = update(

@@ -36,7 +36,8 @@
 //!
 //! A `now` in a slot before the head's counts in the head's slot (a straggler whose clock
 //! reads an older slot counts in the head's slot too): time stands still for the limiter until
-//! the clock is back, and nothing expires early.
+//! the clock is back, and nothing expires early. A refund whose `now` is in another slot than
+//! the head's gives nothing back: only the head's own slot may hold its charge.
 
 use super::{count_mask, update, Algo, AlwaysFits, Core, Step};
 use crate::clock::Clock;
@@ -256,7 +257,9 @@ impl Algo for Sliding {
     }
 
     /// The head slot's count down by up to `n`, while now is in the head's slot; nothing once
-    /// the head slot has ended (its count is final, perhaps already in the ring).
+    /// the head slot has ended (its count is final, perhaps already in the ring), nor when the
+    /// head is already in a later slot than now (another request moved it between the clock
+    /// reading and the load: its count holds none of this charge).
     fn refund(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> u64 {
         // Relaxed load and CAS: the refund publishes nothing, and as a read-modify-write it
         // continues the release sequence of the head's last move. A mover racing it may

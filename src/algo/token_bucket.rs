@@ -38,7 +38,8 @@
 //! # Time going backwards
 //!
 //! A `now` earlier than before reads as fewer tokens (the bucket is as it was at that earlier
-//! instant, minus nothing it has not earned): never more admissions, never a panic.
+//! instant, minus nothing it has not earned): never more admissions, never a panic. A zero
+//! cost still passes. A refund on a `tat` more than the capacity past its `now` gives nothing.
 
 use super::{update, Algo, AlwaysFits, Step};
 use crate::decision::{Decision, NO_RETRY};
@@ -108,6 +109,10 @@ pub fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
     let new_tat = base + n * p.interval;
     if new_tat - now <= p.capacity {
         (allowed(p, now, new_tat), (n != 0).then_some(new_tat))
+    } else if n == 0 {
+        // A zero cost passes even on a `tat` more than the capacity past `now`: a reading
+        // behind the one another request wrote it with. No tokens left, full at `tat`.
+        (Decision::allowed(0, base - now).in_ticks(p.scale), None)
     } else {
         (denied(p, now, base, new_tat, n), None)
     }
@@ -180,11 +185,17 @@ fn acquire_scaled(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decis
 }
 
 /// A refund of `n` on `tat` at `now` (ticks): the whole tokens given back and the new `tat`,
-/// never before `now` (a bucket is never fuller than full). Pure.
+/// never before `now` (a bucket is never fuller than full). Nothing when `tat` lies more than
+/// the capacity past `now`: no admission at `now` writes that, so another request wrote it
+/// with a later reading, and `now` is too old to say how much of the charge is still owed
+/// (moving `tat` back towards it could give back more than the burst). Pure.
 #[inline]
 pub(crate) fn refunded(p: &GcraParams, tat: u64, now: u64, n: u64) -> (u64, Option<u64>) {
     if tat <= now || n == 0 {
         return (0, None); // full: nothing to give back
+    }
+    if tat - now > p.capacity {
+        return (0, None); // a reading behind the word's: a refund lost, never one too many
     }
     let new = tat.saturating_sub(n.saturating_mul(p.interval)).max(now);
     ((tat - new) / p.interval, Some(new))
@@ -230,7 +241,8 @@ impl Algo for Gcra {
         decide(p, tat.load(Ordering::Relaxed), now_ns, n).0
     }
 
-    /// `tat` back by `n` tokens, never before now; the whole tokens it moved.
+    /// `tat` back by `n` tokens, never before now; the whole tokens it moved. Nothing on a
+    /// `tat` more than the capacity past now (the reading is behind the word's).
     fn refund(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> u64 {
         let now = ticks(p, now_ns);
         // Relaxed load and CAS: the one word publishes nothing (see the module's orderings).

@@ -79,8 +79,10 @@ impl<C: Clock> Limiter for MutexFixedWindow<C> {
     fn refund(&self, n: u64) -> u64 {
         let window = clamp(self.clock.now_nanos()) / self.period;
         let mut c = lock(&self.counter);
-        if window > c.window {
-            return 0; // a new window: nothing of it was charged yet
+        if window != c.window {
+            // A new window: nothing of it was charged yet. An older one: the window moved on
+            // after the clock was read, and its count holds none of this charge.
+            return 0;
         }
         let given = n.min(c.count);
         c.count -= given;

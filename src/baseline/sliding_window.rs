@@ -99,13 +99,15 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
         let slot = clamp(self.clock.now_nanos()) / self.slot_len;
         let mut slots = lock(&self.slots);
         match slots.back_mut() {
-            // The newest slot, while now is in it (or before it: time went back).
-            Some((e, c)) if *e >= slot => {
+            // The newest slot, while now is in it.
+            Some((e, c)) if *e == slot => {
                 let given = n.min(*c);
                 *c -= given;
                 given
             }
-            _ => 0, // a later slot: nothing of it was charged yet
+            // Now in a later slot: nothing of it was charged yet. In an earlier one: the newest
+            // slot began after the clock was read, and holds none of this charge.
+            _ => 0,
         }
     }
 }

@@ -84,7 +84,9 @@ impl<C: Clock> Limiter for MutexTokenBucket<C> {
     fn refund(&self, n: u64) -> u64 {
         let now = u128::from(clamp(self.clock.now_nanos())) * self.ticks_per_ns;
         let mut full_at = lock(&self.full_at);
-        if *full_at <= now {
+        // Full: nothing to give back. Empty until more than the capacity past now: the clock
+        // was read before another request wrote a later instant; give nothing back.
+        if *full_at <= now || *full_at - now > self.burst * self.per_token {
             return 0;
         }
         let back = (*full_at)
@@ -109,7 +111,8 @@ impl<C> MutexTokenBucket<C> {
             return Decision::exceeds(tokens(empty_from), to_ns(empty_from - now));
         }
         let after = empty_from + n * self.per_token;
-        if after <= now + capacity {
+        // A zero cost passes, even when a later reading left the bucket more than empty.
+        if after <= now + capacity || n == 0 {
             if n > 0 {
                 *full_at = after;
             }
