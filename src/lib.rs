@@ -125,6 +125,8 @@ pub mod __loom {
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
 
+    /// Copies of the refund helpers with a planted defect each.
+    pub use crate::algo::planted;
     /// The token bucket's algorithm and pure functions.
     pub mod token_bucket {
         pub use crate::algo::token_bucket::{

@@ -61,6 +61,32 @@ fn main() {
                 println!("{step}: step back to {now}");
                 continue;
             }
+            Op::Refund(c) => {
+                // The replay here models requests only: a refund is printed, not applied.
+                println!("{step}: refund {} at {now} (not applied here)", c.units());
+                last = None;
+                continue;
+            }
+            Op::Overtaken {
+                by,
+                others,
+                refund,
+                cost,
+            } => {
+                let read = now;
+                now = now.saturating_add(by.nanos(period_ns));
+                let o = model(now, others.units());
+                println!("{step}: overtaken by {} at {now}: {o:?}", others.units());
+                last = None;
+                if refund {
+                    println!("{step}: refund {} at {read} (not applied here)", cost.units());
+                } else {
+                    let o = model(read, cost.units());
+                    println!("{step}: {} at {read}, overtaken: {o:?}", cost.units());
+                    last = Some((read, cost.units(), o));
+                }
+                continue;
+            }
             Op::Acquire(c) => (now, 0, c.units()),
             Op::RetryAfter => match last {
                 Some((

@@ -15,6 +15,132 @@ use crate::{decode, Op, Outcome};
 /// entries, and the twin records a cost of `n` one entry at a time.
 pub const MAX_LOG_LIMIT: u64 = 1 << 12;
 
+/// A reference model as the differential targets drive it.
+trait Reference {
+    /// One request of `n` units at clock reading `now_ns`.
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome;
+    /// A refund of `n` units at clock reading `now_ns`: the units given back.
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64;
+}
+
+impl Reference for TokenBucketModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        TokenBucketModel::acquire(self, now_ns, n)
+    }
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        TokenBucketModel::refund(self, now_ns, n)
+    }
+}
+
+impl Reference for FixedWindowModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        FixedWindowModel::acquire(self, now_ns, n)
+    }
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        FixedWindowModel::refund(self, now_ns, n)
+    }
+}
+
+impl Reference for SlidingWindowModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        SlidingWindowModel::acquire(self, now_ns, n)
+    }
+    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+        SlidingWindowModel::refund(self, now_ns, n)
+    }
+}
+
+/// The sliding log refunds nothing (`Limiter::refund`).
+impl Reference for SlidingLogModel {
+    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+        SlidingLogModel::acquire(self, now_ns, n)
+    }
+    fn refund(&mut self, _: u64, _: u64) -> u64 {
+        0
+    }
+}
+
+/// A limiter, its twin and their model, driven together on one clock.
+struct Driven<'a, M> {
+    quota: &'a Quota,
+    clock: &'a ManualClock,
+    lock_free: &'a dyn Limiter,
+    twin: &'a dyn Limiter,
+    model: M,
+    bound: Bound,
+    ledger: Ledger,
+}
+
+impl<M: Reference> Driven<'_, M> {
+    /// One request of `n` units at `now`, answered alike by all three and within what every
+    /// decision promises; `must_pass` for a retry probe.
+    fn acquire(&mut self, step: usize, now: u64, n: u64, must_pass: Option<bool>) -> Outcome {
+        let quota = self.quota;
+        self.clock.set(Duration::from_nanos(now));
+        let got = Outcome::from(self.lock_free.try_acquire_n(n));
+        let twin_got = Outcome::from(self.twin.try_acquire_n(n));
+        let expected = self.model.acquire(now, n);
+        assert_eq!(
+            got, twin_got,
+            "step {step}: lock-free vs twin, {n} units at {now} ns"
+        );
+        assert_eq!(
+            got, expected,
+            "step {step}: lock-free vs model, {n} units at {now} ns"
+        );
+        // What every decision promises, whatever the algorithm.
+        assert!(
+            got.remaining <= quota.limit().max(quota.burst()),
+            "step {step}: remaining above capacity"
+        );
+        if got.allowed || got.exceeds_capacity {
+            assert_eq!(
+                got.retry_after_ns, None,
+                "step {step}: a retry_after that cannot apply"
+            );
+        }
+        assert_eq!(
+            got.exceeds_capacity,
+            n > capacity(quota, self.bound),
+            "step {step}: exceeds_capacity"
+        );
+        if let Some(pass) = must_pass {
+            assert_eq!(
+                got.allowed,
+                pass,
+                "step {step}: {n} units {} retry_after was {}",
+                if pass { "at" } else { "1 ns before" },
+                if pass { "refused" } else { "admitted" }
+            );
+        }
+        if got.allowed {
+            self.ledger.admitted(now, n);
+        }
+        got
+    }
+
+    /// A refund of `n` units at `now`: all three give back the same, never beyond capacity.
+    fn refund(&mut self, step: usize, now: u64, n: u64) {
+        self.clock.set(Duration::from_nanos(now));
+        let given = self.lock_free.refund(n);
+        let twin_given = self.twin.refund(n);
+        let expected = self.model.refund(now, n);
+        assert_eq!(
+            given, twin_given,
+            "step {step}: refund lock-free vs twin, {n} units at {now} ns"
+        );
+        assert_eq!(
+            given, expected,
+            "step {step}: refund lock-free vs model, {n} units at {now} ns"
+        );
+        assert!(
+            given <= n.min(capacity(self.quota, self.bound)),
+            "step {step}: a refund of {given} units, asked {n}, beyond capacity"
+        );
+        self.ledger.refunded(given);
+    }
+}
+
 /// Runs one decoded stream against a limiter, its twin and a model.
 fn drive(
     quota: &Quota,
@@ -22,12 +148,20 @@ fn drive(
     clock: &ManualClock,
     lock_free: &dyn Limiter,
     twin: &dyn Limiter,
-    mut model: impl FnMut(u64, u64) -> Outcome,
+    model: impl Reference,
     bound: Bound,
 ) {
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
     let mut now: u64 = 0;
-    let mut ledger = Ledger::new(bound, quota);
+    let mut d = Driven {
+        quota,
+        clock,
+        lock_free,
+        twin,
+        model,
+        bound,
+        ledger: Ledger::new(bound, quota),
+    };
     // The last request: when, its cost and decision, for the retry probes.
     let mut last: Option<(u64, u64, Outcome)> = None;
     for (step, &op) in ops.iter().enumerate() {
@@ -38,6 +172,31 @@ fn drive(
             }
             Op::StepBack(span) => {
                 now = now.saturating_sub(span.nanos(period_ns));
+                continue;
+            }
+            Op::Refund(cost) => {
+                d.refund(step, now, cost.units());
+                // A probe assumes nothing changed the state since the denial it probes.
+                last = None;
+                continue;
+            }
+            Op::Overtaken {
+                by,
+                others,
+                refund,
+                cost,
+            } => {
+                let read = now;
+                now = now.saturating_add(by.nanos(period_ns));
+                d.acquire(step, now, others.units(), None);
+                last = None;
+                if refund {
+                    d.refund(step, read, cost.units());
+                } else {
+                    let n = cost.units();
+                    last = Some((read, n, d.acquire(step, read, n, None)));
+                }
+                clock.set(Duration::from_nanos(now));
                 continue;
             }
             Op::Acquire(cost) => (now, 0, cost.units(), None),
@@ -67,49 +226,10 @@ fn drive(
         // A retry probe waits from the instant of the denial it probes, whatever the clock
         // did since (no request came in between: it is the last one).
         now = from.saturating_add(wait);
-        clock.set(Duration::from_nanos(now));
-        let got = Outcome::from(lock_free.try_acquire_n(n));
-        let twin_got = Outcome::from(twin.try_acquire_n(n));
-        let expected = model(now, n);
-        assert_eq!(
-            got, twin_got,
-            "step {step}: lock-free vs twin, {n} units at {now} ns"
-        );
-        assert_eq!(
-            got, expected,
-            "step {step}: lock-free vs model, {n} units at {now} ns"
-        );
-        // What every decision promises, whatever the algorithm.
-        assert!(
-            got.remaining <= quota.limit().max(quota.burst()),
-            "step {step}: remaining above capacity"
-        );
-        if got.allowed || got.exceeds_capacity {
-            assert_eq!(
-                got.retry_after_ns, None,
-                "step {step}: a retry_after that cannot apply"
-            );
-        }
-        assert_eq!(
-            got.exceeds_capacity,
-            n > capacity(quota, bound),
-            "step {step}: exceeds_capacity"
-        );
-        if let Some(pass) = must_pass {
-            assert_eq!(
-                got.allowed,
-                pass,
-                "step {step}: {n} units {} retry_after was {}",
-                if pass { "at" } else { "1 ns before" },
-                if pass { "refused" } else { "admitted" }
-            );
-        }
-        if got.allowed {
-            ledger.admitted(now, n);
-        }
+        let got = d.acquire(step, now, n, must_pass);
         last = Some((now, n, got));
     }
-    ledger.check();
+    d.ledger.check();
 }
 
 /// The largest cost an algorithm can ever admit.
@@ -145,8 +265,8 @@ target!(
     |quota, _slots, clock, ops| {
         let lock_free = TokenBucket::with_clock(quota, clock.clone());
         let twin = MutexTokenBucket::with_clock(quota, clock.clone());
-        let mut model = TokenBucketModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Bucket);
+        let model = TokenBucketModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Bucket);
     }
 );
 
@@ -156,8 +276,8 @@ target!(
     |quota, _slots, clock, ops| {
         let lock_free = FixedWindow::with_clock(quota, clock.clone());
         let twin = MutexFixedWindow::with_clock(quota, clock.clone());
-        let mut model = FixedWindowModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Aligned);
+        let model = FixedWindowModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Aligned);
     }
 );
 
@@ -170,8 +290,8 @@ target!(
         let twin_built = MutexSlidingWindow::try_with_slots(quota, slots, clock.clone());
         assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
         let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
-        let mut model = SlidingWindowModel::new(&quota, slots);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+        let model = SlidingWindowModel::new(&quota, slots);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding);
     }
 );
 
@@ -185,7 +305,7 @@ target!(
         }
         let lock_free = SlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
         let twin = MutexSlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
-        let mut model = SlidingLogModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+        let model = SlidingLogModel::new(&quota);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding);
     }
 );

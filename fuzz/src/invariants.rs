@@ -55,6 +55,23 @@ impl Ledger {
         self.admissions.push((reading, self.limiter_time, n));
     }
 
+    /// Records a refund that gave back `given` units: the newest admissions' units count no
+    /// more, newest first (a window's refund lowers the count of the newest admission's window
+    /// or slot, and a bucket's moves back its `tat`, the end the newest admissions built).
+    pub fn refunded(&mut self, mut given: u64) {
+        while given > 0 {
+            let Some(last) = self.admissions.last_mut() else {
+                return;
+            };
+            let take = given.min(last.2);
+            last.2 -= take;
+            given -= take;
+            if last.2 == 0 {
+                self.admissions.pop();
+            }
+        }
+    }
+
     /// Panics if the admissions break the bound.
     pub fn check(&self) {
         match self.bound {

@@ -5,7 +5,7 @@
 //! | target           | what it checks                                                          |
 //! |------------------|-------------------------------------------------------------------------|
 //! | `quota`          | every `Quota` constructor on arbitrary numbers: a value or a typed error, never a panic; an accepted quota builds every limiter, which then survives arbitrary operations |
-//! | `token_bucket`   | `TokenBucket` = `MutexTokenBucket` = [`model::TokenBucketModel`] on every decision; at most `burst + rate × elapsed` admitted; retrying after `retry_after` passes, one ns earlier does not |
+//! | `token_bucket`   | `TokenBucket` = `MutexTokenBucket` = [`model::TokenBucketModel`] on every decision and refund; at most `burst + rate × elapsed` admitted; retrying after `retry_after` passes, one ns earlier does not |
 //! | `fixed_window`   | the same against [`model::FixedWindowModel`]; at most `limit` per aligned window |
 //! | `sliding_window` | the same against [`model::SlidingWindowModel`]; at most `limit` in any window of length `period` |
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
@@ -14,8 +14,9 @@
 //! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
-//! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, and the two
-//! retry probes. Time is a [`tollgate::ManualClock`]: nothing sleeps.
+//! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, the two
+//! retry probes, `Refund(n)` and `Overtaken` (a call decided on a reading older than a
+//! request that overtook it). Time is a [`tollgate::ManualClock`]: nothing sleeps.
 
 use std::time::Duration;
 
@@ -138,6 +139,24 @@ pub enum Op {
     /// If the last request was denied with a `retry_after` of at least 1 ns, wait 1 ns less
     /// and ask again: it must still be denied (the wait is minimal).
     RetryJustBefore,
+    /// `refund(n)`: every limiter gives back what the model does.
+    Refund(Cost),
+    /// A request overtaken between its clock reading and its write: it reads the clock, the
+    /// clock moves on by `by` and `others` units are asked for at the later reading, and only
+    /// then is it decided (a refund of `cost` if `refund`, else a request of `cost`) on its
+    /// older reading. The clock stays at the later reading. A limiter reads the clock once
+    /// per call, so the stream runs the later request first and the overtaken one with the
+    /// clock set back.
+    Overtaken {
+        /// How far the clock moves on meanwhile.
+        by: Span,
+        /// The request that overtakes it.
+        others: Cost,
+        /// Whether the overtaken call is a refund.
+        refund: bool,
+        /// Its cost.
+        cost: Cost,
+    },
 }
 
 /// A quota as numbers, before validation.

@@ -89,6 +89,49 @@ const M_TOKEN_BUCKET: &str = include_str!("../src/mutants/token_bucket.rs");
 const M_FIXED_WINDOW: &str = include_str!("../src/mutants/fixed_window.rs");
 const M_SLIDING_WINDOW: &str = include_str!("../src/mutants/sliding_window.rs");
 const M_SLIDING_LOG: &str = include_str!("../src/mutants/sliding_log.rs");
+const M_REFUND: &str = include_str!("../src/mutants/refund.rs");
+const PLANTED: &str = include_str!("../../src/algo/planted.rs");
+
+#[test]
+fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
+    for (name, real, mutant) in [
+        (
+            "FixedLaterWindow",
+            (FIXED_WINDOW, "impl Algo for Fixed"),
+            "impl Algo for FixedLaterWindow",
+        ),
+        (
+            "SlidingLaterSlot",
+            (SLIDING_WINDOW, "impl Algo for Sliding"),
+            "impl Algo for SlidingLaterSlot",
+        ),
+        (
+            "BucketBehindReading",
+            (TOKEN_BUCKET, "impl Algo for Gcra"),
+            "impl Algo for BucketBehindReading",
+        ),
+    ] {
+        assert_planted_only(
+            name,
+            function(real.0, real.1, "fn refund("),
+            function(M_REFUND, mutant, "fn refund("),
+        );
+    }
+    assert_planted_only(
+        "planted::fixed_window::refunded",
+        function(
+            FIXED_WINDOW,
+            "/// A refund of `n` on `word`",
+            "fn refunded(",
+        ),
+        function(PLANTED, "pub mod fixed_window", "fn refunded("),
+    );
+    assert_planted_only(
+        "planted::token_bucket::refunded",
+        function(TOKEN_BUCKET, "/// A refund of `n` on `tat`", "fn refunded("),
+        function(PLANTED, "pub mod token_bucket", "fn refunded("),
+    );
+}
 
 #[test]
 fn token_bucket_load_store_is_the_real_loop_with_a_store() {

@@ -17,6 +17,8 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) mod fixed_window;
+#[cfg(tollgate_loom)]
+pub mod planted;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;

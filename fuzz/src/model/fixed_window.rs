@@ -6,8 +6,10 @@
 //! A live window (`Live`'s documentation) keeps its counts when its limit changes, and the
 //! new limit applies to them at once: a lowered limit may find more counted than it allows,
 //! and then denies every cost above zero until the window ends. Its period never changes.
-//! A refund (`Limiter::refund`) lowers the count of the window that counts now by up to `n`,
-//! and gives nothing once a later window has begun.
+//! A refund (`Limiter::refund`) lowers the count of the newest admission's window by up to
+//! `n` when its reading falls in that window, and gives nothing when it falls in another: a
+//! later one (the window has moved on) or an earlier one (a reading older than the newest
+//! admission's: the window moved on after the refund read the clock).
 
 use std::collections::BTreeMap;
 
@@ -77,9 +79,10 @@ impl FixedWindowModel {
     }
 
     /// A refund of `n` units at clock reading `now_ns`: taken off the count of the window that
-    /// counts now, unless a later window has begun; the units given back.
+    /// counts now, only while the reading is in the newest admission's window; the units
+    /// given back.
     pub fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        if now_ns.min(HORIZON) / self.period > self.newest_window {
+        if now_ns.min(HORIZON) / self.period != self.newest_window {
             return 0;
         }
         let Some(count) = self.admitted.get_mut(&self.newest_window) else {

@@ -9,8 +9,9 @@
 //! counted than it allows, and then denies every cost above zero until enough has left. Its
 //! period never changes.
 //!
-//! A refund (`Limiter::refund`) lowers the count of the slot that counts now by up to `n`,
-//! and gives nothing once a later slot has begun.
+//! A refund (`Limiter::refund`) lowers the count of the newest admission's slot by up to `n`
+//! when its reading falls in that slot, and gives nothing when it falls in another (a later
+//! slot has begun, or the reading is older than the newest admission's slot).
 
 use tollgate::{Quota, QuotaError};
 
@@ -110,7 +111,7 @@ impl SlidingWindowModel {
     /// admissions of the slot that counts now, newest first, unless a later slot has begun;
     /// the units given back.
     pub fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        if now_ns.min(HORIZON) / self.slot_len > self.newest_slot {
+        if now_ns.min(HORIZON) / self.slot_len != self.newest_slot {
             return 0;
         }
         let mut given = 0;

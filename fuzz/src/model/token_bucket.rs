@@ -96,7 +96,9 @@ impl TokenBucketModel {
         }
         // n tokens are there iff the debt plus n tokens' worth still fits the capacity.
         let debt_after = self.debt(now) + n * self.ticks_per_token;
-        if debt_after <= capacity {
+        // A zero cost passes and takes nothing, even on a debt above the capacity (a reading
+        // older than the one the newest admission was made at).
+        if debt_after <= capacity || n == 0 {
             if n > 0 {
                 self.full_at = now + debt_after;
             }
@@ -151,10 +153,16 @@ impl TokenBucketModel {
     }
 
     /// A refund of `n` units at clock reading `now_ns`: the debt lowered by `n` tokens, never
-    /// below nothing owed now; the whole tokens that took.
+    /// below nothing owed now; the whole tokens that took. Nothing on a debt above the
+    /// capacity.
     pub fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
         let now = self.ticks(now_ns);
         if self.full_at <= now {
+            return 0;
+        }
+        // A debt above the capacity: the reading is older than the newest admission's, too
+        // old to say what is still owed. Nothing is given back.
+        if self.debt(now) > self.burst * self.ticks_per_token {
             return 0;
         }
         let back_to = self

@@ -17,6 +17,15 @@
 //! | [`sliding_log::UnvalidatedRead`]         | the optimistic denial returned without re-checking   |
 //! |                                          | `seq`                                                |
 //! | [`sliding_log::NoLock`]                  | the optimistic admission recorded without the lock   |
+//! | [`refund::FixedLaterWindow`]             | a refund lowers a word in a later window than its    |
+//! |                                          | reading                                              |
+//! | [`refund::SlidingLaterSlot`]             | a refund lowers a head in a later slot than its      |
+//! |                                          | reading                                              |
+//! | [`refund::BucketBehindReading`]          | a refund moves back a `tat` written with a later     |
+//! |                                          | reading (more than the capacity past its own)        |
+//!
+//! The mutants' `acquire` is the real one; a `refund` mutant's planted line calls a planted
+//! copy of the real refund helper (`tollgate::__loom::planted`), compared with it the same way.
 
 use tollgate::__loom::{self, Algo, RateLimiter};
 use tollgate::Clock;
@@ -48,6 +57,7 @@ macro_rules! same_as {
 }
 
 pub mod fixed_window;
+pub mod refund;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
