@@ -79,7 +79,10 @@ fn main() {
                 println!("{step}: overtaken by {} at {now}: {o:?}", others.units());
                 last = None;
                 if refund {
-                    println!("{step}: refund {} at {read} (not applied here)", cost.units());
+                    println!(
+                        "{step}: refund {} at {read} (not applied here)",
+                        cost.units()
+                    );
                 } else {
                     let o = model(read, cost.units());
                     println!("{step}: {} at {read}, overtaken: {o:?}", cost.units());

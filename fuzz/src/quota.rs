@@ -14,6 +14,9 @@ use tollgate::{
 
 use crate::{Num, Op, Outcome};
 
+/// A lock-free limiter and its mutex twin.
+type Pair = (Box<dyn Limiter>, Box<dyn Limiter>);
+
 /// The largest limit for which this target builds sliding logs: a log allocates 8 bytes per
 /// unit of limit up front, and the twin records a cost one entry at a time. Larger limits
 /// still go through `try_with_clock` when it refuses them without allocating.
@@ -145,7 +148,7 @@ pub fn run(data: &[u8]) {
     }
     let _ = quota.is_exact();
     let clock = ManualClock::new();
-    let mut pairs: Vec<(Box<dyn Limiter>, Box<dyn Limiter>)> = vec![
+    let mut pairs: Vec<Pair> = vec![
         (
             Box::new(TokenBucket::with_clock(quota, clock.clone())),
             Box::new(MutexTokenBucket::with_clock(quota, clock.clone())),
@@ -200,15 +203,61 @@ pub fn run(data: &[u8]) {
             }
             Op::Acquire(cost) => cost.units(),
             Op::RetryAfter | Op::RetryJustBefore => 1,
+            Op::Refund(cost) => {
+                clock.set(Duration::from_nanos(now));
+                refund_all(&pairs, step, now, cost.units(), &quota);
+                continue;
+            }
+            Op::Overtaken {
+                by,
+                others,
+                refund,
+                cost,
+            } => {
+                // The overtaking request first, then the overtaken call on the older reading.
+                let read = now;
+                now = now.saturating_add(by.nanos(period_ns));
+                clock.set(Duration::from_nanos(now));
+                acquire_all(&pairs, step, now, others.units(), &quota);
+                clock.set(Duration::from_nanos(read));
+                if refund {
+                    refund_all(&pairs, step, read, cost.units(), &quota);
+                } else {
+                    acquire_all(&pairs, step, read, cost.units(), &quota);
+                }
+                continue;
+            }
         };
         clock.set(Duration::from_nanos(now));
-        for (i, (lock_free, twin)) in pairs.iter().enumerate() {
-            let got = Outcome::from(lock_free.try_acquire_n(n));
-            let twin_got = Outcome::from(twin.try_acquire_n(n));
-            assert_eq!(
-                got, twin_got,
-                "step {step}, limiter {i}: {n} units at {now} ns, {quota:?}"
-            );
-        }
+        acquire_all(&pairs, step, now, n, &quota);
+    }
+}
+
+/// Every limiter and its twin answer a request of `n` units alike.
+fn acquire_all(pairs: &[Pair], step: usize, now: u64, n: u64, quota: &Quota) {
+    for (i, (lock_free, twin)) in pairs.iter().enumerate() {
+        let got = Outcome::from(lock_free.try_acquire_n(n));
+        let twin_got = Outcome::from(twin.try_acquire_n(n));
+        assert_eq!(
+            got, twin_got,
+            "step {step}, limiter {i}: {n} units at {now} ns, {quota:?}"
+        );
+    }
+}
+
+/// Every limiter and its twin give back alike on a refund of `n` units, never beyond the
+/// capacity.
+fn refund_all(pairs: &[Pair], step: usize, now: u64, n: u64, quota: &Quota) {
+    for (i, (lock_free, twin)) in pairs.iter().enumerate() {
+        let given = lock_free.refund(n);
+        assert_eq!(
+            given,
+            twin.refund(n),
+            "step {step}, limiter {i}: refund of {n} units at {now} ns, {quota:?}"
+        );
+        assert!(
+            given <= n.min(quota.limit().max(quota.burst())),
+            "step {step}, limiter {i}: a refund of {given} units, asked {n}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Loom models of a refund racing a rollover: the refund reads the clock in one window (slot),
 //! and another thread moves the clock into the next one and admits there, in any
-//! interleaving with the refund's load and compare-exchange. The later window (slot) must
+//! interleaving with the refund's load and compare-exchange. (The refund's reading is its
+//! own, [`Split`]: a refund that reads the clock after the rollover refunds in the later
+//! window by design, and the documentation tells callers to refund in the charge's window.) The later window (slot) must
 //! never count less than it admitted: the refund gives back only into the window its reading
 //! is in, and only while the stored word is still in it. For the token bucket, the later
 //! "window" is the bucket at the later reading, which must never hold more than its burst.
@@ -28,11 +30,48 @@ use tollgate::__loom::token_bucket::Gcra;
 use tollgate::__loom::{Algo, RateLimiter};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, ManualClock,
-    Member, Quota, SlidingWindow, TokenBucket,
+    Clock, FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket,
+    ManualClock, Member, Quota, SlidingWindow, TokenBucket,
 };
 
 const OVER: &str = "over the limit in the later window";
+
+/// The model's clock: the shared manual clock the racer moves, except for the refunding
+/// thread while it is frozen, which reads the instant it read before the racer overtook it.
+#[derive(Clone, Default)]
+struct Split {
+    shared: ManualClock,
+    frozen: std::sync::Arc<std::sync::Mutex<Option<(loom::thread::ThreadId, u64)>>>,
+}
+
+impl Split {
+    fn set(&self, t: Duration) {
+        self.shared.set(t);
+    }
+
+    /// The calling thread reads the clock's present reading from now on, whatever the others
+    /// do to it; `release` ends that.
+    fn freeze_for_this_thread(&self) {
+        let at = self.shared.now_nanos();
+        *self.frozen.lock().expect("unpoisoned") = Some((thread::current().id(), at));
+    }
+
+    fn release(&self) {
+        *self.frozen.lock().expect("unpoisoned") = None;
+    }
+}
+
+impl Clock for Split {
+    fn now_nanos(&self) -> u64 {
+        // A std mutex: only this model's bookkeeping, held for no loom operation.
+        if let Some((id, at)) = *self.frozen.lock().expect("unpoisoned") {
+            if thread::current().id() == id {
+                return at;
+            }
+        }
+        self.shared.now_nanos()
+    }
+}
 
 fn two() -> Quota {
     Quota::per_second(2).expect("valid quota")
@@ -49,17 +88,19 @@ fn ms(ms: u64) -> Duration {
 /// slot has left the window) are exactly 2: the later window never counts less than it
 /// admitted.
 fn refund_racing_a_rollover<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
+    make: fn(Split) -> L,
     charge: Duration,
     later: Duration,
     takes: u64,
     check: Option<Duration>,
 ) -> impl Fn() + Send + Sync + 'static {
     move || {
-        let clock = ManualClock::new();
+        let clock = Split::default();
         clock.set(charge);
         let limiter = Arc::new(make(clock.clone()));
         assert!(limiter.try_acquire().is_allowed(), "setup");
+        // The refund reads `charge`, wherever the racer has moved the clock.
+        clock.freeze_for_this_thread();
         let racer = {
             let (limiter, clock) = (limiter.clone(), clock.clone());
             thread::spawn(move || {
@@ -71,6 +112,7 @@ fn refund_racing_a_rollover<L: Limiter + 'static>(
         };
         let given = limiter.refund(1);
         let raced = racer.join().expect("racer");
+        clock.release();
         assert!(given <= 1, "the refund gave back {given}");
         // The clock is at `later` now.
         let now = drain(&*limiter, 4);
@@ -90,40 +132,40 @@ fn refund_racing_a_rollover<L: Limiter + 'static>(
 }
 
 /// Fixed windows of 1 s: the charge at 0.5 s, the racer takes 2 at 1.5 s (window 1).
-fn fixed<L: Limiter + 'static>(make: fn(ManualClock) -> L) -> impl Fn() + Send + Sync + 'static {
+fn fixed<L: Limiter + 'static>(make: fn(Split) -> L) -> impl Fn() + Send + Sync + 'static {
     refund_racing_a_rollover(make, ms(500), ms(1_500), 2, None)
 }
 
 /// 2 slots of 500 ms: the charge at 0.1 s (slot 0), the racer takes 1 at 0.6 s (slot 1);
 /// at 1.6 s (slot 3) slot 0 has left the window and slot 1 still counts.
-fn sliding<L: Limiter + 'static>(make: fn(ManualClock) -> L) -> impl Fn() + Send + Sync + 'static {
+fn sliding<L: Limiter + 'static>(make: fn(Split) -> L) -> impl Fn() + Send + Sync + 'static {
     refund_racing_a_rollover(make, ms(100), ms(600), 1, Some(ms(1_600)))
 }
 
 /// Burst 2, a token every 500 ms: the bucket is emptied at 0 (the charge and one more
 /// below); the racer takes the refilled 2 at 10 s. At 10 s the bucket holds no more than its
 /// burst of 2, whatever the refund did.
-fn bucket<L: Limiter + 'static>(make: fn(ManualClock) -> L) -> impl Fn() + Send + Sync + 'static {
+fn bucket<L: Limiter + 'static>(make: fn(Split) -> L) -> impl Fn() + Send + Sync + 'static {
     refund_racing_a_rollover(make, Duration::ZERO, Duration::from_secs(10), 2, None)
 }
 
-fn real_fixed(c: ManualClock) -> FixedWindow<ManualClock> {
+fn real_fixed(c: Split) -> FixedWindow<Split> {
     FixedWindow::with_clock(two(), c)
 }
-fn twin_fixed(c: ManualClock) -> MutexFixedWindow<ManualClock> {
+fn twin_fixed(c: Split) -> MutexFixedWindow<Split> {
     MutexFixedWindow::with_clock(two(), c)
 }
-fn mutant_fixed(c: ManualClock) -> RateLimiter<FixedLaterWindow, ManualClock> {
+fn mutant_fixed(c: Split) -> RateLimiter<FixedLaterWindow, Split> {
     mutant(Fixed::params(&two()).expect("valid"), c)
 }
 
-fn real_sliding(c: ManualClock) -> SlidingWindow<ManualClock> {
+fn real_sliding(c: Split) -> SlidingWindow<Split> {
     SlidingWindow::try_with_slots(two(), 2, c).expect("valid")
 }
-fn twin_sliding(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+fn twin_sliding(c: Split) -> MutexSlidingWindow<Split> {
     MutexSlidingWindow::try_with_slots(two(), 2, c).expect("valid")
 }
-fn mutant_sliding(c: ManualClock) -> RateLimiter<SlidingLaterSlot, ManualClock> {
+fn mutant_sliding(c: Split) -> RateLimiter<SlidingLaterSlot, Split> {
     mutant(Geometry::new(&two(), 2).expect("valid"), c)
 }
 
@@ -132,41 +174,41 @@ fn emptied<L: Limiter>(l: L) -> L {
     assert!(l.try_acquire().is_allowed(), "setup");
     l
 }
-fn real_bucket(c: ManualClock) -> TokenBucket<ManualClock> {
+fn real_bucket(c: Split) -> TokenBucket<Split> {
     emptied(TokenBucket::with_clock(two(), c))
 }
-fn twin_bucket(c: ManualClock) -> MutexTokenBucket<ManualClock> {
+fn twin_bucket(c: Split) -> MutexTokenBucket<Split> {
     emptied(MutexTokenBucket::with_clock(two(), c))
 }
-fn mutant_bucket(c: ManualClock) -> RateLimiter<BucketBehindReading, ManualClock> {
+fn mutant_bucket(c: Split) -> RateLimiter<BucketBehindReading, Split> {
     emptied(mutant(Gcra::params(&two()).expect("valid"), c))
 }
 
-fn group_of(member: Member, c: ManualClock) -> Limits<ManualClock> {
+fn group_of(member: Member, c: Split) -> Limits<Split> {
     Limits::new(c, [std::sync::Arc::new(member)]).expect("one member")
 }
-fn group_fixed(c: ManualClock) -> Limits<ManualClock> {
+fn group_fixed(c: Split) -> Limits<Split> {
     group_of(Member::fixed_window(two()), c)
 }
-fn group_sliding(c: ManualClock) -> Limits<ManualClock> {
+fn group_sliding(c: Split) -> Limits<Split> {
     group_of(
         Member::try_sliding_window_with_slots(two(), 2).expect("valid"),
         c,
     )
 }
-fn group_bucket(c: ManualClock) -> Limits<ManualClock> {
+fn group_bucket(c: Split) -> Limits<Split> {
     emptied(group_of(Member::token_bucket(two()), c))
 }
-fn live_fixed(c: ManualClock) -> LiveFixedWindow<ManualClock> {
+fn live_fixed(c: Split) -> LiveFixedWindow<Split> {
     LiveFixedWindow::with_clock(two(), c)
 }
-fn live_bucket(c: ManualClock) -> LiveTokenBucket<ManualClock> {
+fn live_bucket(c: Split) -> LiveTokenBucket<Split> {
     emptied(LiveTokenBucket::with_clock(two(), c))
 }
 /// The live sliding window has the default 8 slots (125 ms at 2 per second): the charge at
 /// 0.1 s is in slot 0, 0.6 s in slot 4, and at 1.6 s (slot 12) slot 0 has left the window
 /// (it counts until slot 9) and slot 4 still counts (until slot 13).
-fn live_sliding(c: ManualClock) -> LiveSlidingWindow<ManualClock> {
+fn live_sliding(c: Split) -> LiveSlidingWindow<Split> {
     LiveSlidingWindow::with_clock(two(), c)
 }
 

@@ -19,6 +19,17 @@ pub mod fixed_window {
     }
 }
 
+/// The sliding window's refund through the fixed window's planted helper.
+pub mod sliding_window {
+    use crate::algo::sliding_window::Geometry;
+
+    /// The planted fixed-window helper on the head slot's parameters.
+    #[inline]
+    pub fn refunded(g: &Geometry, head: u64, now_ns: u64, n: u64) -> (u64, Option<u64>) {
+        super::fixed_window::refunded(&g.p, head, now_ns, n)
+    }
+}
+
 /// The token bucket's refund without its check of a reading behind the word's.
 pub mod token_bucket {
     use crate::quota::GcraParams;

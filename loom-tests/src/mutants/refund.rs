@@ -56,7 +56,7 @@ impl Algo for SlidingLaterSlot {
             Ordering::Relaxed,
             Ordering::Relaxed,
             Ordering::Relaxed,
-            |head| planted::fixed_window::refunded(&g.p, head, now_ns, n), // PLANTED
+            |head| planted::sliding_window::refunded(g, head, now_ns, n), // PLANTED
         );
         given
     }
