@@ -102,10 +102,9 @@ pub trait Limiter: Send + Sync {
     /// never an extra admission). A refund overtaken between its clock reading and its write
     /// (the window or slot moved on meanwhile, or the bucket was written with a later reading)
     /// gives nothing back rather than lower a count that holds none of its charge. The sliding
-    /// log keeps one time per admission in a ring of
-    /// exactly `limit` entries, so the entry a refund would drop has already been overwritten
-    /// by a newer one: it refunds nothing. The default, for limiters written elsewhere,
-    /// refunds nothing.
+    /// log keeps one time per admission in a ring of exactly `limit` entries, so the entry a
+    /// refund would drop has already been overwritten by a newer one: it refunds nothing. The
+    /// default, for limiters written elsewhere, refunds nothing.
     ///
     /// ```
     /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
