@@ -137,7 +137,7 @@ impl<M: Reference> Driven<'_, M> {
             given <= n.min(capacity(self.quota, self.bound)),
             "step {step}: a refund of {given} units, asked {n}, beyond capacity"
         );
-        self.ledger.refunded(given);
+        self.ledger.refunded(n, given);
     }
 }
 

@@ -55,10 +55,17 @@ impl Ledger {
         self.admissions.push((reading, self.limiter_time, n));
     }
 
-    /// Records a refund that gave back `given` units: the newest admissions' units count no
-    /// more, newest first (a window's refund lowers the count of the newest admission's window
-    /// or slot, and a bucket's moves back its `tat`, the end the newest admissions built).
-    pub fn refunded(&mut self, mut given: u64) {
+    /// Records a refund of `asked` units that gave back `given`: the newest admissions' units
+    /// count no more, newest first (a window's refund lowers the count of the newest
+    /// admission's window or slot, and a bucket's moves back its `tat`, the end the newest
+    /// admissions built). A bucket's refund may also move `tat` back by a part of a token
+    /// that it does not count in `given` (whole units only): one more unit, if asked for,
+    /// counts no more then.
+    pub fn refunded(&mut self, asked: u64, given: u64) {
+        let mut given = match self.bound {
+            Bound::Bucket => given.saturating_add(1).min(asked),
+            Bound::Aligned | Bound::Sliding => given,
+        };
         while given > 0 {
             let Some(last) = self.admissions.last_mut() else {
                 return;
