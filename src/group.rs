@@ -55,21 +55,26 @@
 //!   write that into the ring (`fetch_max` keeps the larger): the rollback is then lost
 //!   too, the same conservative way. At a frozen instant every charge is counted in the one
 //!   slot the head reaches and the head stays there, so every rollback is exact.
-//! - Token bucket: if the word is still the one the charge wrote, the rollback restores the
-//!   word it replaced (exact). Otherwise others were admitted after it; subtracting the
-//!   charge's `n × interval` is exact unless one of them found the bucket full again (its
-//!   clock past the charge's `tat`), in which case the charge's tokens had already refilled
-//!   and giving them back would admit them twice. So the rollback reads the clock (after an
-//!   `Acquire` load that sees every admission it must account for) and subtracts only while
-//!   the clock is still before the charge's `tat`; past it, it gives nothing back (at most `n`
-//!   tokens lost, only by a thread delayed for the whole span of its charge). This second
-//!   clock read happens only on this race path. It assumes the clock does not step back
-//!   across threads (the manual clock; the monotonic clock up to its 8 µs).
+//! - Token bucket: the charge's span is `[wrote − n × interval, wrote]` on the `tat` axis.
+//!   The rollback gives back only what the word still owes to it: the part of that span
+//!   still ahead of the rollback's clock reading, never below that reading. A check that
+//!   charged after it read the clock no later (the rollback's `Acquire` load sees that
+//!   charge with its reading), so it built on at most that part; the part before it had
+//!   refilled, and without this charge that check would have started from its own reading.
+//!   Giving back the whole `n × interval` would hand the refilled part out twice (1 per
+//!   second, burst 2: a charge at 0 s, another at 0.9 s building on it, the first rolled back
+//!   to a `tat` of 1 s instead of 1.9 s, then two more at 1.0 s: three in 0.1 s). At a frozen
+//!   instant the whole span is ahead of the reading, and the rollback is exact; once the
+//!   clock is past `wrote` it gives nothing back. This second clock read happens only on
+//!   this race path. It assumes a reading on this thread is not earlier than one it has
+//!   seen a charge of (the manual and coarse clocks; the monotonic clock up to its 8 µs,
+//!   where the rollback may give back up to 8 µs of tokens too many).
 //!
 //! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
-//! catches two planted rollbacks (a bucket's that restores the replaced word even when others
-//! wrote after it, a sliding member's that subtracts from the head whatever its slot) and a
-//! sliding head peeked `Relaxed`.
+//! catches three planted rollbacks (a bucket's that restores the replaced word even when
+//! others wrote after it, a bucket's that subtracts its whole charge while its clock is before
+//! the charge's `tat`, a sliding member's that subtracts from the head whatever its slot) and
+//! a sliding head peeked `Relaxed`.
 
 use core::fmt;
 use std::sync::Arc;
@@ -300,9 +305,8 @@ impl Member {
 
     /// Undoes a charge of `n` that replaced `replaced` with `wrote` (see the module docs).
     fn roll_back<C: Clock>(&self, clock: &C, replaced: u64, wrote: u64, n: u64, plant: Plant) {
-        // Acquire: pairs with the `Release` of every charge and rollback, so that a bucket
-        // admission that found the bucket full (its clock past `wrote`) is seen together with
-        // a clock reading at least as late as its own.
+        // Acquire: pairs with the `Release` of every charge and rollback, so that the clock
+        // reading below is at least as late as that of every bucket charge it sees.
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             let new = match &self.rule {
@@ -320,13 +324,27 @@ impl Member {
                         None => return,
                     }
                 }
-                Rule::Bucket(_) if cur == wrote || plant == Plant::StoreRollback => replaced,
-                Rule::Bucket(p) => {
+                Rule::Bucket(_) if plant == Plant::StoreRollback => replaced,
+                // The planted defect (the loom models' only): the whole charge back while the
+                // clock reads before its `tat`.
+                Rule::Bucket(p) if plant == Plant::WholeChargeBeforeTat => {
                     let now = clock.now_nanos().min(HORIZON) * u64::from(p.scale);
                     if now >= wrote {
-                        return; // the charge's tokens may have refilled: give nothing back
+                        return;
                     }
                     cur.saturating_sub(n * p.interval)
+                }
+                Rule::Bucket(p) => {
+                    let now = clock.now_nanos().min(HORIZON) * u64::from(p.scale);
+                    // What the word still owes to this charge: the part of its span
+                    // `[wrote − n·interval, wrote]` still ahead of now (a charge after it
+                    // read no later than now, and built on at most that much of it).
+                    let owed = wrote.saturating_sub(now.max(wrote - n * p.interval));
+                    if owed == 0 || cur <= now {
+                        return; // refilled already, or the bucket is full: nothing owed
+                    }
+                    // Never before now: a bucket is never fuller than full.
+                    cur.saturating_sub(owed).max(now)
                 }
             };
             // Release: a later rollback's `Acquire` load sees what this one saw (on a sliding
@@ -443,6 +461,11 @@ enum Plant {
     /// A check's peek loads a sliding member's head `Relaxed` instead of `Acquire`.
     #[cfg_attr(not(tollgate_loom), allow(dead_code))]
     RelaxedSlidingHead,
+    /// A bucket's rollback after others charged subtracts its whole `n × interval` while the
+    /// rollback's clock is before the charge's `tat` (the tokens of the charge that had
+    /// already refilled are handed out twice).
+    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
+    WholeChargeBeforeTat,
 }
 
 impl<C: fmt::Debug> fmt::Debug for Limits<C> {
@@ -734,6 +757,18 @@ pub fn planted_any_slot_rollback<C: Clock>(
     planted(clock, members, Plant::AnySlotRollback)
 }
 
+/// For the loom model only: a group whose bucket rollback, after others charged, subtracts
+/// the whole charge while its own clock reads before the charge's `tat` (the part of the
+/// charge that had already refilled, and that a later charge built on, is handed out twice).
+#[cfg(tollgate_loom)]
+#[doc(hidden)]
+pub fn planted_whole_charge_rollback<C: Clock>(
+    clock: C,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> Limits<C> {
+    planted(clock, members, Plant::WholeChargeBeforeTat)
+}
+
 /// For the loom model only: a group whose peek loads a sliding member's head `Relaxed`, so
 /// that it may see a head past a slot without that slot's ring entry (and count too little).
 #[cfg(tollgate_loom)]
@@ -851,6 +886,36 @@ mod tests {
             }
         }
         assert!(checked > runs / 20, "only {checked} slot moves");
+    }
+
+    #[test]
+    fn a_bucket_rollback_gives_back_only_what_the_word_still_owes() {
+        // 1 per second, burst 2. A charge at 0 s (tat 0 -> 1 s) is rolled back after another
+        // check charged at 0.9 s (tat 1 -> 2 s): that charge built on the first one's 1 s
+        // where alone it would have built on 0.9 s, so only 0.1 s of the first is still owed.
+        let bucket = Quota::per_second(1).unwrap().with_burst(2).unwrap();
+        let outcome = |plant: Plant, later: u64| {
+            let clock = ManualClock::new();
+            let m = Arc::new(Member::token_bucket(bucket));
+            let g = Limits::new(clock.clone(), [m.clone()]).unwrap();
+            let (replaced, wrote) = charge(&m, &g, 1);
+            clock.set(Duration::from_millis(later));
+            let _ = charge(&m, &g, 1);
+            m.roll_back(&clock, replaced, wrote, 1, plant);
+            let tat = m.word.load(Ordering::Relaxed);
+            clock.set(Duration::from_secs(1));
+            (tat, (0..4).filter(|_| g.try_acquire().is_allowed()).count())
+        };
+        // Exactly the word the later charge alone would have left, 1.9 s; then one at 1 s: 2
+        // in [0.9 s, 1 s], the burst.
+        assert_eq!(outcome(Plant::Sound, 900), (1_900_000_000, 1));
+        // At a frozen instant the whole charge is owed: exact.
+        assert_eq!(outcome(Plant::Sound, 0).0, 1_000_000_000);
+        // The old rollback (the whole charge back, its clock before 1 s): 3 in 0.1 s.
+        assert_eq!(
+            outcome(Plant::WholeChargeBeforeTat, 900),
+            (1_000_000_000, 2)
+        );
     }
 
     #[test]

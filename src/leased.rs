@@ -13,10 +13,16 @@
 //! # Invariant
 //!
 //! Pre-pay: a lease's tokens leave `tat` (one compare-exchange) before any is spent. For every
-//! thread `left ≤ reserved`, and `reserved` (shared) `≤ max_parked`, so at most `max_parked`
-//! tokens are ever parked outside `tat`: in any interval `[a, b]`, admitted ≤
-//! `burst + rate·(b − a) + max_parked`. A thread's `reserved` grows (CAS on `reserved`, capped)
-//! before its lease grows, and shrinks only after the lease's leftover went back to `tat`.
+//! thread `left ≤ reserved ≤ max_tokens − 1` (a grant's request takes at least 1 of it), and
+//! `reserved` (shared) `≤ max_parked`, so at most `max_parked` tokens (none when
+//! `max_tokens = 1`) are ever parked outside `tat`: in any interval `[a, b]`, `a = b`
+//! included, admitted ≤ `burst + rate·(b − a) + parked at a`, hence at most
+//! `burst + rate·(b − a) + max_overshoot()`. The bound is reached: tokens parked while the
+//! bucket was rich, spent at the instant another thread drains the refilled bucket. The
+//! `ttl` does not shorten it: a lease past its `ttl` is not spent from, but its tokens go back
+//! to a bucket that misses them, to be taken again. A thread's `reserved` grows (CAS on
+//! `reserved`, capped) before its lease grows, and shrinks only after the lease's leftover
+//! went back to `tat`.
 //!
 //! # Orderings
 //!
@@ -157,7 +163,7 @@ impl Lease {
     }
 
     /// Caps the tokens parked in all leases together, whatever the number of threads: this
-    /// is [`Leased::max_overshoot`].
+    /// is [`Leased::max_overshoot`] (unless a lease holds a single token, and parks none).
     ///
     /// # Errors
     /// [`LeaseError::CapBelowLease`] when `max_parked < max_tokens`.
@@ -349,6 +355,12 @@ pub enum Planted {
     /// The reservation is a load and a store, not a compare-exchange: racing grants lose
     /// each other's reservations and exceed the cap.
     ReserveLoadStore,
+    /// The spend's clock check ignores the lease's expiry: a lease is spent from past its
+    /// `ttl`.
+    TtlIgnored,
+    /// A grant counts `clock_every` spends before the next clock read instead of
+    /// `clock_every − 1`: one spend more past the `ttl` than the policy says.
+    ClockEveryOffByOne,
 }
 
 /// One thread's lease on one limiter. Written only by its owner.
@@ -431,7 +443,8 @@ impl<C: Clock> Shared<C> {
         if n != 0 && n <= self.bypass && self.covers(h.left, n) {
             if h.until_check == 0 {
                 let now = self.now();
-                if now < h.granted_at || now >= h.expires_at {
+                if now < h.granted_at || (now >= h.expires_at && !self.planted(Planted::TtlIgnored))
+                {
                     return self.renew(h, now, n);
                 }
                 h.until_check = self.lease.clock_every - 1;
@@ -476,7 +489,8 @@ impl<C: Clock> Shared<C> {
             h.spent = n;
             h.granted_at = now;
             h.expires_at = now.saturating_add(self.lease.ttl_ns);
-            h.until_check = self.lease.clock_every - 1;
+            h.until_check =
+                self.lease.clock_every - u32::from(!self.planted(Planted::ClockEveryOffByOne));
             let after = decide(p, plan.base, now, plan.taken).0;
             h.level = after.remaining();
             h.reset_ns = duration_to_nanos(after.reset_after());
@@ -624,7 +638,7 @@ std::thread_local! {
 /// let clock = ManualClock::new();
 /// let bucket = TokenBucket::with_clock(Quota::per_second(1_000)?, clock.clone());
 /// let limiter = Leased::try_new(bucket, Lease::new(8, Duration::from_millis(1))?)?;
-/// // At one instant never more than the burst, however many threads ask.
+/// // One thread at one instant: the burst (its leases are paid from the bucket first).
 /// let passed = (0..2_000).filter(|_| limiter.try_acquire().is_allowed()).count();
 /// assert_eq!(passed, 1_000);
 /// assert_eq!(limiter.max_overshoot(), 128); // 16 leases of 8 by default
@@ -637,11 +651,15 @@ std::thread_local! {
 /// |----------------------------|------------------------------------------------|
 /// | [`TokenBucket`]            | `burst + rate·(b − a)`                         |
 /// | `Leased`                   | `burst + rate·(b − a) + max_overshoot()`       |
-/// | `Leased`, one instant      | `burst` (pre-pay: leases are taken first)      |
+/// | `Leased`, one instant      | `burst + max_overshoot()`                      |
 ///
 /// `max_overshoot()` is the policy's cap on parked tokens ([`Lease::with_max_parked`]), a
-/// constant whatever the number of threads. Example: 1 M/s, leases of 64, a cap of 1024: at
-/// most 1024 extra admissions in any window, on top of what the exact bucket allows.
+/// constant whatever the number of threads (0 for leases of one token, which park nothing).
+/// Example: 1 M/s, leases of 64, a cap of 1024: at most 1024 extra admissions in any window,
+/// on top of what the exact bucket allows. The bound is reached, even at one instant: threads
+/// that parked tokens while the bucket was rich, then stayed idle while it refilled, spend
+/// them at the instant another thread drains the full bucket. A lease's `ttl` does not
+/// shorten it (an expired lease's tokens go back to the bucket, to be taken again).
 ///
 /// - **Leases shrink as the bucket empties**: a grant takes at most `available / (2 × cores)`
 ///   tokens, never less than the request, so the last tokens go out one request at a time.
@@ -727,7 +745,10 @@ impl<C: Clock + 'static> Leased<C> {
         }
     }
 
-    /// The most admissions above the exact bucket's in any interval: the cap on parked tokens.
+    /// The most admissions above the exact bucket's in any interval, one instant included:
+    /// the most tokens leases can park at once, the cap on parked tokens (none when a lease
+    /// holds one token: its request takes it). Reached when parked tokens are spent at the
+    /// instant another thread drains the refilled bucket.
     ///
     /// ```
     /// use std::time::Duration;
@@ -735,10 +756,13 @@ impl<C: Clock + 'static> Leased<C> {
     /// let lease = Lease::new(64, Duration::from_millis(1))?.with_max_parked(1024)?;
     /// let limiter = Leased::new(TokenBucket::new(Quota::per_second(1_000_000)?), lease);
     /// assert_eq!(limiter.max_overshoot(), 1024);
+    /// let one = Lease::new(1, Duration::from_millis(1))?;
+    /// let single = Leased::new(TokenBucket::new(Quota::per_second(100)?), one);
+    /// assert_eq!(single.max_overshoot(), 0); // a lease of 1 parks nothing
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn max_overshoot(&self) -> u64 {
-        self.shared.lease.max_parked
+        parkable(&self.shared.lease)
     }
 
     /// The policy in force (after [`Leased::new`]'s adjustment to the burst).
@@ -816,6 +840,17 @@ impl<C: Clock + 'static> Leased<C> {
     }
 }
 
+/// The most tokens leases of `lease` can park at once: every thread's share of the
+/// reservation is at most `max_tokens − 1` (a grant's request takes at least 1), and all
+/// together at most the cap, which enough threads reach.
+fn parkable(lease: &Lease) -> u64 {
+    if lease.max_tokens < 2 {
+        0
+    } else {
+        lease.max_parked
+    }
+}
+
 fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
     let p = &bucket.parts().0.params;
     p.tokens(p.capacity)
@@ -879,6 +914,10 @@ pub mod loom_model {
         /// Tokens handed back that the bucket could not take.
         pub fn lost(&self) -> u64 {
             self.0.lost
+        }
+        /// The clock reading (ns) at the current lease's grant.
+        pub fn granted_at(&self) -> u64 {
+            self.0.granted_at
         }
     }
 
@@ -945,6 +984,11 @@ pub mod loom_model {
         /// The cap on parked tokens.
         pub fn max_parked(&self) -> u64 {
             self.shared.lease.max_parked
+        }
+
+        /// What `Leased::max_overshoot` says for this policy.
+        pub fn max_overshoot(&self) -> u64 {
+            super::parkable(&self.shared.lease)
         }
     }
 }

@@ -118,6 +118,7 @@ pub mod __loom {
     #[cfg(feature = "std")]
     pub use crate::group::{
         planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
+        planted_whole_charge_rollback,
     };
     /// One key of a live keyed token bucket map, sound and planted.
     #[cfg(feature = "std")]

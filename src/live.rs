@@ -7,8 +7,8 @@
 //! | `version`              | 0..=63  | quotas published so far; the current one is in `slots[version % 2]` |
 //! | `slots[i].seq`         | 0..=63  | even: slot `i` holds version `seq - 2 + i`, whole; odd: being written |
 //! | `slots[i].words[0..4]` | 0..=63  | that version's parameters, packed by [`Retune::pack`]   |
-//! | token bucket's word    | 63      | parity of the version its `tat` is counted in           |
-//! |                        | 0..=62  | `tat`, in ticks of the first quota (at most 16 per ns)  |
+//! | token bucket's word (`AtomicU128`) | 64..128 | `epoch`: the version its `tat` is counted in |
+//! |                        | 0..64   | `tat`, in ticks of the first quota (at most 16 per ns)  |
 //!
 //! # Invariant
 //!
@@ -20,7 +20,10 @@
 //! loads the word, then the parameters, and decides under the version the word is counted
 //! in: the current one, or the previous one if the change has not carried the word yet (its
 //! slot stays whole until the next change, which waits for this one); if that is gone too, the
-//! word has been carried since, and the request loads it again.
+//! word has been carried since, and the request loads it again. Its compare-exchange compares
+//! the whole epoch: epochs only grow, so a request that loaded the word before a change never
+//! writes after it, however many changes ran meanwhile (a parity bit would be an ABA: two
+//! changes that leave a full bucket's `tat` as it was bring back the very word it loaded).
 //!
 //! # Orderings
 //!
@@ -62,43 +65,39 @@ pub trait Retune: Algo {
     fn retune(current: &Self::Params, from: &Quota, to: &Quota)
         -> Result<Self::Params, QuotaError>;
 
+    /// The state a live limiter keeps: the algorithm's own (`plain_live_state!` says so),
+    /// or one with room for the version of the parameters it is counted in.
+    type LiveState: fmt::Debug + Send + Sync;
+
+    /// A fresh live state under `params`.
+    fn live_state(params: &Self::Params) -> Result<Self::LiveState, QuotaError>;
+
     /// Publishes `new` (replacing `old`) in `cell` and carries the state's level over at
-    /// `now_ns`. The caller holds the writer lock. The default only publishes: the state
-    /// already reads right under `new`, and a request decided under `old` was decided on the
-    /// state as it stood before the change.
-    fn publish(
-        state: &Self::State,
+    /// `now_ns`. The caller holds the writer lock. `plain_live_state!`'s only publishes:
+    /// the state already reads right under `new`, and a request decided under `old` was
+    /// decided on the state as it stood before the change.
+    fn publish<const PLANT: Plant>(
+        state: &Self::LiveState,
         cell: &ParamCell,
         old: &Self::Params,
         new: &Self::Params,
         now_ns: u64,
-    ) {
-        let _ = (state, old, now_ns);
-        cell.write(Self::pack(new));
-    }
+    );
 
-    /// One request under the cell's current parameters, committed. The default reads the
-    /// parameters once and runs [`Algo::acquire`].
-    #[inline]
+    /// One request under the cell's current parameters, committed. `plain_live_state!`'s
+    /// reads the parameters once and runs [`Algo::acquire`].
     fn acquire_live<const PLANT: Plant>(
-        state: &Self::State,
+        state: &Self::LiveState,
         cell: &ParamCell,
         now_ns: u64,
         n: u64,
-    ) -> Decision {
-        Self::acquire(state, &Self::unpack(cell.read()), now_ns, n)
-    }
+    ) -> Decision;
 
     /// What [`Retune::acquire_live`] would decide, writing nothing.
-    #[inline]
-    fn peek_live(state: &Self::State, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
-        Self::peek(state, &Self::unpack(cell.read()), now_ns, n)
-    }
+    fn peek_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> Decision;
 
     /// [`Algo::refund`] under the cell's current parameters.
-    fn refund_live(state: &Self::State, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
-        Self::refund(state, &Self::unpack(cell.read()), now_ns, n)
-    }
+    fn refund_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> u64;
 
     /// The parameters as words.
     fn pack(params: &Self::Params) -> ParamWords;
@@ -106,6 +105,59 @@ pub trait Retune: Algo {
     /// The parameters [`Retune::pack`] made `words` from.
     fn unpack(words: ParamWords) -> Self::Params;
 }
+
+/// The live part of a [`Retune`] whose state reads right under every quota it may take (the
+/// windows' counts): the algorithm's own state, a change that only publishes, requests that
+/// read the parameters once and run the algorithm.
+macro_rules! plain_live_state {
+    () => {
+        type LiveState = <Self as $crate::algo::Algo>::State;
+
+        fn live_state(params: &Self::Params) -> Result<Self::LiveState, $crate::quota::QuotaError> {
+            <Self as $crate::algo::Algo>::state(params)
+        }
+
+        fn publish<const PLANT: $crate::live::Plant>(
+            _: &Self::LiveState,
+            cell: &$crate::live::ParamCell,
+            _: &Self::Params,
+            new: &Self::Params,
+            _: u64,
+        ) {
+            cell.write(Self::pack(new));
+        }
+
+        #[inline]
+        fn acquire_live<const PLANT: $crate::live::Plant>(
+            state: &Self::LiveState,
+            cell: &$crate::live::ParamCell,
+            now_ns: u64,
+            n: u64,
+        ) -> $crate::decision::Decision {
+            <Self as $crate::algo::Algo>::acquire(state, &Self::unpack(cell.read()), now_ns, n)
+        }
+
+        #[inline]
+        fn peek_live(
+            state: &Self::LiveState,
+            cell: &$crate::live::ParamCell,
+            now_ns: u64,
+            n: u64,
+        ) -> $crate::decision::Decision {
+            <Self as $crate::algo::Algo>::peek(state, &Self::unpack(cell.read()), now_ns, n)
+        }
+
+        fn refund_live(
+            state: &Self::LiveState,
+            cell: &$crate::live::ParamCell,
+            now_ns: u64,
+            n: u64,
+        ) -> u64 {
+            <Self as $crate::algo::Algo>::refund(state, &Self::unpack(cell.read()), now_ns, n)
+        }
+    };
+}
+pub(crate) use plain_live_state;
 
 /// Which protocol the cell or a request runs: the sound one, or a planted defect for the loom
 /// models.
@@ -122,6 +174,10 @@ pub(crate) const WRITER_SKIPS_FENCE: Plant = 2;
 /// parameters the word is counted in.
 #[cfg_attr(not(tollgate_loom), allow(dead_code))]
 pub(crate) const READER_IGNORES_VERSION: Plant = 3;
+/// Planted defect: the token bucket's word keeps one bit of its version (its parity), as it
+/// once did: two changes while a request runs bring the word back to the value it loaded.
+#[cfg_attr(not(tollgate_loom), allow(dead_code))]
+pub(crate) const ONE_BIT_VERSION: Plant = 4;
 
 #[derive(Debug)]
 struct Slot<const N: usize> {
@@ -264,9 +320,9 @@ impl<const N: usize> ParamCell<N> {
 ///
 /// A live token bucket keeps the tick of its first quota (see [`Quota::is_exact`]): a later
 /// quota whose interval is not a whole number of those ticks is rounded up to one, so it runs
-/// slow by less than one tick per token, never fast; its tick is at most 1/16 ns (bit 63 of
-/// its word says which parameters the rest is counted in), so a first quota above 16 per ns
-/// runs at 16 per ns. A later quota of more than one token per tick is refused
+/// slow by less than one tick per token, never fast; its tick is at most 1/16 ns, so a first
+/// quota above 16 per ns runs at 16 per ns. Its word is 128 bits: the `tat` beside the
+/// version of the quota it is counted in. A later quota of more than one token per tick is refused
 /// ([`QuotaError::RateTooHigh`]), as is one whose capacity in ticks would reach 2^62
 /// ([`QuotaError::BurstTooLarge`]). A live window gives its count every bit the window
 /// number leaves over, so every valid quota of its period fits.
@@ -289,7 +345,7 @@ impl<const N: usize> ParamCell<N> {
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub struct Live<A: Retune, C = DefaultClock> {
-    state: A::State,
+    state: A::LiveState,
     params: ParamCell,
     /// The current quota, and the lock that makes one change at a time.
     writer: Mutex<Quota>,
@@ -360,7 +416,7 @@ impl<A: Retune, C: Clock> Live<A, C> {
     pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
         let params = A::live_params(&quota)?;
         Ok(Live {
-            state: A::state(&params)?,
+            state: A::live_state(&params)?,
             params: ParamCell::new(A::pack(&params)),
             writer: Mutex::new(quota),
             clock,
@@ -388,10 +444,15 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// # Ok::<(), QuotaError>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+        self.set_quota_planted::<SOUND>(quota)
+    }
+
+    /// [`Live::set_quota`] under a chosen protocol (the loom models plant defects).
+    fn set_quota_planted<const PLANT: Plant>(&self, quota: Quota) -> Result<(), QuotaError> {
         let mut current = self.lock();
         let old = A::unpack(self.params.read());
         let new = A::retune(&old, &current, &quota)?;
-        A::publish(
+        A::publish::<PLANT>(
             &self.state,
             &self.params,
             &old,
@@ -453,8 +514,8 @@ impl<A: Retune, C: Clock> Limiter for Live<A, C> {
 #[cfg(tollgate_loom)]
 pub mod loom_model {
     use super::{
-        Live, ParamCell, ParamWords, READER_IGNORES_VERSION, READER_SKIPS_RECHECK, SOUND,
-        WRITER_SKIPS_FENCE,
+        Live, ParamCell, ParamWords, ONE_BIT_VERSION, READER_IGNORES_VERSION, READER_SKIPS_RECHECK,
+        SOUND, WRITER_SKIPS_FENCE,
     };
     use crate::algo::token_bucket::Gcra;
     use crate::clock::ManualClock;
@@ -471,6 +532,8 @@ pub mod loom_model {
         WriterSkipsFence,
         /// Defect: the token bucket judges a word under whatever parameters it read.
         ReaderIgnoresVersion,
+        /// Defect: the token bucket's word keeps only the parity of its version.
+        OneBitVersion,
     }
 
     /// A parameter cell under a chosen protocol.
@@ -516,6 +579,7 @@ pub mod loom_model {
                 LivePlant::ReaderIgnoresVersion => {
                     self.0.acquire_planted::<READER_IGNORES_VERSION>(n)
                 }
+                LivePlant::OneBitVersion => self.0.acquire_planted::<ONE_BIT_VERSION>(n),
                 _ => self.0.acquire_planted::<SOUND>(n),
             };
             decision.is_allowed()
@@ -523,7 +587,11 @@ pub mod loom_model {
 
         /// A quota change.
         pub fn set_quota(&self, quota: Quota) {
-            self.0.set_quota(quota).expect("a model's quota fits");
+            match self.1 {
+                LivePlant::OneBitVersion => self.0.set_quota_planted::<ONE_BIT_VERSION>(quota),
+                _ => self.0.set_quota_planted::<SOUND>(quota),
+            }
+            .expect("a model's quota fits");
         }
     }
 }

@@ -34,7 +34,7 @@ mod loom_u128 {
 
     /// A 128-bit word as a loom `AtomicU64`: each 64-bit half in 32 bits, `u64::MAX` kept.
     #[derive(Debug)]
-    pub(crate) struct AtomicU128(AtomicU64);
+    pub struct AtomicU128(AtomicU64);
 
     fn narrow(half: u64) -> u64 {
         if half == u64::MAX {

@@ -573,3 +573,73 @@ fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
         "only {checked} live admissions checked"
     );
 }
+
+/// A callback a clock runs once.
+type Hook = Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// A manual clock that, on its `at`-th reading, first runs a callback (once).
+#[derive(Clone)]
+struct Hooked {
+    clock: ManualClock,
+    reads: Arc<AtomicU64>,
+    at: u64,
+    hook: Hook,
+}
+impl Clock for Hooked {
+    fn now_nanos(&self) -> u64 {
+        if self.reads.fetch_add(1, Ordering::Relaxed) + 1 == self.at {
+            let hook = self.hook.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        self.clock.now_nanos()
+    }
+}
+
+#[test]
+fn a_bucket_rollback_gives_back_only_what_a_later_charge_left_owed() {
+    // Bucket B: 1 per second, burst 2. Window W: 1 per hour, listed twice in A's group, so
+    // that A's check charges B, charges W, then finds W used up at its second listing and
+    // rolls back. Its rollback reads the clock (the 2nd reading): at that moment another
+    // group charges B at 0.9 s (tat 1 s -> 2 s), building on A's charge.
+    let clock = ManualClock::new();
+    let b = Arc::new(Member::token_bucket(
+        Quota::per_second(1).unwrap().with_burst(2).unwrap(),
+    ));
+    let w = Arc::new(Member::fixed_window(Quota::per_hour(1).unwrap()));
+    let other = Limits::new(clock.clone(), [b.clone()]).unwrap();
+    let hooked = Hooked {
+        clock: clock.clone(),
+        reads: Arc::default(),
+        at: 2,
+        hook: Arc::default(),
+    };
+    let (late, other_clock) = (clock.clone(), other);
+    *hooked.hook.lock().unwrap() = Some(Box::new(move || {
+        late.set(ms(900));
+        assert!(other_clock.try_acquire().is_allowed());
+    }));
+    let a = Limits::new(hooked.clone(), [b.clone(), w.clone(), w.clone()]).unwrap();
+    let (d, by) = a.try_acquire_explained(1);
+    assert!(!d.is_allowed() && by == 2, "{d:?} by {by}");
+    assert_eq!(
+        hooked.reads.load(Ordering::Relaxed),
+        3,
+        "the rollback read the clock"
+    );
+    assert_eq!(
+        remaining(&w, &clock),
+        1,
+        "the window's charge was given back"
+    );
+    // B now holds what the charge at 0.9 s alone would have left (tat 1.9 s): at 1 s one
+    // more passes, 2 in [0.9 s, 1 s], the burst. Giving back A's whole charge (tat 1 s)
+    // would let two pass at 1 s: 3 in 0.1 s.
+    clock.set(ms(1_000));
+    let alone = Limits::new(clock.clone(), [b]).unwrap();
+    assert_eq!(
+        (0..4).filter(|_| alone.try_acquire().is_allowed()).count(),
+        1
+    );
+}

@@ -481,3 +481,102 @@ fn racing_threads_stay_within_the_bound() {
     // The limit binds: the offered load is far above it.
     assert!(admitted + limiter.max_overshoot() >= exact / 2);
 }
+
+/// Requests from `w` until one is denied (at most `max`): how many passed, and their count
+/// for the envelope at `now`.
+fn spend_until_denied(w: &Worker, env: &mut Envelope, now: u64, max: u64) -> u64 {
+    let mut passed = 0;
+    while passed < max && w.run(Cmd::Acquire(1)).0.is_allowed() {
+        env.admit(now, 1).unwrap_or_else(|e| panic!("{e}"));
+        passed += 1;
+    }
+    passed
+}
+
+/// Tokens parked while the bucket was rich, then spent at the instant another thread drains
+/// the refilled bucket: `burst + max_overshoot()` at one instant, the bound and no more.
+#[test]
+fn parked_tokens_spent_as_the_refilled_bucket_drains_reach_the_bound_and_stop_there() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10_000).unwrap();
+    let lease = Lease::new(8, Duration::from_secs(10))
+        .unwrap()
+        .with_max_parked(12)
+        .unwrap()
+        .with_clock_every(1)
+        .unwrap();
+    let limiter =
+        Arc::new(Leased::try_new(TokenBucket::with_clock(quota, clock.clone()), lease).unwrap());
+    assert_eq!(limiter.max_overshoot(), 12);
+    let mut env = Envelope::new(&quota, limiter.max_overshoot());
+    let (a, b, drainer) = (
+        Worker::spawn(limiter.clone()),
+        Worker::spawn(limiter.clone()),
+        Worker::spawn(limiter.clone()),
+    );
+    // Leases grow with demand (1, 2, 4, then 8): after 8 requests `a` holds 7 unspent, and
+    // `b`, whose last lease the cap cuts to 6, holds 5. The 12 parked are the cap.
+    for w in [&a, &b] {
+        for _ in 0..8 {
+            assert!(w.run(Cmd::Acquire(1)).0.is_allowed());
+            env.admit(0, 1).unwrap();
+        }
+    }
+    // Idle until the bucket is full again; the leases are still within their ttl.
+    clock.set(Duration::from_secs(1));
+    let now = clock.now_nanos();
+    let drained = spend_until_denied(&drainer, &mut env, now, 20_000);
+    assert_eq!(
+        drained,
+        quota.burst(),
+        "the drain takes the whole refilled bucket"
+    );
+    let parked =
+        spend_until_denied(&a, &mut env, now, 100) + spend_until_denied(&b, &mut env, now, 100);
+    assert_eq!(parked, 12);
+    // At this one instant: the burst and the overshoot, exactly the stated bound.
+    assert_eq!(drained + parked, quota.burst() + limiter.max_overshoot());
+    // Tight: with one unit less of slack, the same admissions break the envelope.
+    let mut tighter = Envelope::new(&quota, limiter.max_overshoot() - 1);
+    let mut broke = false;
+    for t in std::iter::repeat_n(0, 16).chain(std::iter::repeat_n(now, (drained + parked) as usize))
+    {
+        broke |= tighter.admit(t, 1).is_err();
+    }
+    assert!(broke, "the bound is not reached");
+    for w in [a, b, drainer] {
+        w.exit();
+    }
+}
+
+/// Leases of one token park nothing: the overshoot is 0, and at one instant the threads
+/// admit exactly the burst.
+#[test]
+fn leases_of_one_token_never_overshoot() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(100).unwrap();
+    let lease = Lease::new(1, Duration::from_secs(10)).unwrap();
+    let limiter = Arc::new(Leased::new(
+        TokenBucket::with_clock(quota, clock.clone()),
+        lease,
+    ));
+    assert_eq!(limiter.max_overshoot(), 0);
+    let mut env = Envelope::new(&quota, 0);
+    let workers: Vec<_> = (0..3).map(|_| Worker::spawn(limiter.clone())).collect();
+    // The first thread drains the bucket, one-token leases at a time; the others find it
+    // empty, and nobody keeps a token aside.
+    let first: Vec<u64> = workers
+        .iter()
+        .map(|w| spend_until_denied(w, &mut env, 0, 200))
+        .collect();
+    assert_eq!(first, [quota.burst(), 0, 0]);
+    clock.set(Duration::from_secs(1));
+    let passed: u64 = workers
+        .iter()
+        .map(|w| spend_until_denied(w, &mut env, 1_000_000_000, 200))
+        .sum();
+    assert_eq!(passed, quota.burst());
+    for w in workers {
+        w.exit();
+    }
+}

@@ -405,3 +405,53 @@ fn a_zero_cost_passes_on_a_window_counting_above_its_lowered_limit() {
         assert!(!w.try_acquire().is_allowed());
     }
 }
+
+#[test]
+fn an_admission_before_two_changes_stays_counted_under_the_last() {
+    // A full bucket of 10/s (burst 4) admits 4 at 0 (400 ms of its ticks); tightened twice to
+    // 1/s (burst 1), the 4 used tokens are one whole token of the new quota: the next passes
+    // at 1 s, not at 0.4 s.
+    let tight = quota(1, 1_000, 1);
+    let (b, clock) = bucket(quota(10, 1_000, 4));
+    assert!(b.try_acquire_n(4).is_allowed());
+    b.set_quota(tight).unwrap();
+    b.set_quota(tight).unwrap();
+    clock.set(ms(999));
+    assert!(!b.try_acquire().is_allowed(), "the admission was forgotten");
+    clock.set(ms(1_000));
+    assert!(b.try_acquire().is_allowed());
+}
+
+#[test]
+fn an_admission_racing_two_changes_on_real_threads_stays_counted() {
+    // The same on threads: a request for the whole burst of a full bucket races two
+    // tightening changes. Whichever way each round goes, an admitted request leaves the bucket
+    // empty under the new quota until 1 s, and a refused one leaves it full.
+    let rounds = if cfg!(miri) { 3 } else { 2_000 };
+    let tight = quota(1, 1_000, 1);
+    let (mut admitted_rounds, mut refused_rounds) = (0, 0);
+    for round in 0..rounds {
+        let (b, clock) = bucket(quota(10, 1_000, 4));
+        let barrier = std::sync::Barrier::new(2);
+        let admitted = std::thread::scope(|s| {
+            let request = s.spawn(|| {
+                barrier.wait();
+                b.try_acquire_n(4).is_allowed()
+            });
+            barrier.wait();
+            b.set_quota(tight).unwrap();
+            b.set_quota(tight).unwrap();
+            request.join().unwrap()
+        });
+        clock.set(ms(999));
+        let early = b.try_acquire().is_allowed();
+        if admitted {
+            admitted_rounds += 1;
+            assert!(!early, "round {round}: 4 tokens counted as less than one");
+        } else {
+            refused_rounds += 1;
+            assert!(early, "round {round}: a refused request was counted");
+        }
+    }
+    assert_eq!(admitted_rounds + refused_rounds, rounds);
+}

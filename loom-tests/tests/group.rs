@@ -18,6 +18,7 @@ use std::time::Duration;
 use loom_tests::{admitted_units, expect_caught, model, scenario, Calls, Step};
 use tollgate::__loom::{
     planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
+    planted_whole_charge_rollback,
 };
 use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
@@ -168,6 +169,100 @@ fn the_clock_moving_never_puts_a_member_over_its_quota() {
                 );
             },
         ),
+    );
+}
+
+/// A bucket of 1 per second with a burst of 2, then a window with 1 left for the whole model.
+fn refill_members() -> [Arc<Member>; 2] {
+    let bucket = Quota::per_second(1)
+        .and_then(|q| q.with_burst(2))
+        .expect("quota");
+    [
+        Arc::new(Member::token_bucket(bucket)),
+        Arc::new(Member::fixed_window(Quota::per_hour(1).expect("quota"))),
+    ]
+}
+
+fn refill_group(clock: ManualClock) -> Limits<ManualClock> {
+    Limits::new(clock, refill_members()).expect("two members")
+}
+
+fn whole_charge_mutant(clock: ManualClock) -> Limits<ManualClock> {
+    planted_whole_charge_rollback(clock, refill_members())
+}
+
+const HOUR: Duration = Duration::from_secs(3_600);
+const LATE: Duration = Duration::from_millis(900);
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// One check at 0 s (or at 0.9 s, if it reads the clock after the other moved it) races
+/// one at 0.9 s; both may pass the peek, the window admits one, and the other rolls the
+/// bucket back, perhaps after the winner built on its charge. Then the bucket alone is
+/// drained at 1 s (other groups sharing it).
+///
+/// Checked on every member: the window admitted at most its 1 and counts exactly what it
+/// admitted; the bucket's admissions (each at its clock reading, told by the window's reset,
+/// and the drain's at 1 s) never exceed `burst + ⌊(t1 - t0) × rate⌋` in any interval
+/// `[t0, t1]`.
+fn bucket_bound_across_a_refill(
+    make: fn(ManualClock) -> Limits<ManualClock>,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        Duration::ZERO,
+        &[],
+        &[&[Acquire(1)], &[SetClock(LATE), Acquire(1)]],
+        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+            let m = limits.members();
+            let admitted = admitted_units(calls);
+            assert!(admitted <= 1, "the window over its 1: {calls:?}");
+            assert_eq!(
+                left(&m[1], clock),
+                1 - admitted,
+                "window charged wrongly: {calls:?}"
+            );
+            // Each admission's clock reading: the window (0 left) is the tighter member, so
+            // the decision's reset is the hour's end minus the reading.
+            let mut at: Vec<Duration> = calls
+                .iter()
+                .flatten()
+                .filter(|(_, d)| d.is_allowed())
+                .map(|(_, d)| HOUR - d.reset_after())
+                .collect();
+            clock.set(SETTLE);
+            let alone = Limits::new(clock.clone(), [m[0].clone()]).expect("one member");
+            at.extend(std::iter::repeat_n(
+                SETTLE,
+                loom_tests::drain(&alone, 4) as usize,
+            ));
+            for &t0 in &at {
+                for &t1 in at.iter().filter(|&&t1| t1 >= t0) {
+                    let within = at.iter().filter(|&&t| t0 <= t && t <= t1).count() as u64;
+                    let bound = 2 + (t1 - t0).as_secs();
+                    assert!(
+                        within <= bound,
+                        "the bucket over its bound: {within} in [{t0:?}, {t1:?}]: {at:?} {calls:?}"
+                    );
+                }
+            }
+        },
+    )
+}
+
+#[test]
+fn a_bucket_rollback_never_gives_back_what_refilled() {
+    model(
+        "group/bucket bound across a refill",
+        bucket_bound_across_a_refill(refill_group),
+    );
+}
+
+#[test]
+fn a_whole_charge_rolled_back_before_its_tat_is_caught() {
+    expect_caught(
+        "group/whole charge back before its tat, bucket bound across a refill",
+        "the bucket over its bound",
+        bucket_bound_across_a_refill(whole_charge_mutant),
     );
 }
 

@@ -8,7 +8,11 @@
 //! - a give-back never lifts the word above the burst (`tat ≥ now` after a credit);
 //! - the reservation never passes the cap, equals Σ of the threads' shares, and covers every
 //!   lease (`left ≤ reserved`);
-//! - an empty bucket admits nothing.
+//! - an empty bucket admits nothing;
+//! - in any interval `[a, b]`, one instant included, admitted ≤
+//!   `burst + ⌊rate·(b − a)⌋ + max_overshoot()` (tokens parked, the bucket refilled, then the
+//!   parked tokens spent as the bucket is drained: the bound is reached);
+//! - a lease is spent from at most `clock_every − 1` times at or past its `ttl`.
 //!
 //! Each planted bug (`tollgate::__loom::Planted`) must be caught by one of them.
 //!
@@ -21,7 +25,7 @@ use std::time::Duration;
 
 use loom_tests::{expect_caught, model};
 use tollgate::__loom::{LeaseHolder, LeaseModel, Planted};
-use tollgate::{Lease, ManualClock, Quota};
+use tollgate::{Clock, Lease, ManualClock, Quota};
 
 const ABOVE_BURST: &str = "frozen instant admitted above the burst";
 const CONSERVATION: &str = "conservation broken";
@@ -29,6 +33,8 @@ const CLAMP: &str = "give-back lifted the bucket above its burst";
 const CAP: &str = "reservation above the cap";
 const COVER: &str = "a lease holds more than its reservation";
 const EMPTY: &str = "an empty bucket admitted";
+const BOUND: &str = "admitted above burst + rate × time + max_overshoot";
+const LATE: &str = "a lease spent from past its ttl more than clock_every − 1 times";
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -40,9 +46,16 @@ enum Op {
 use Op::*;
 
 /// A model: `limit` per second with that burst, leases of `tokens` with a cap of `cap`,
-/// grants limited to `available / 1`, the clock read on every spend.
+/// grants limited to `available / 1`, a `ttl` of 10 s and the clock read on every spend
+/// unless the setup says otherwise.
 #[derive(Clone, Copy)]
 struct Setup {
+    ttl: Duration,
+    clock_every: u32,
+    /// After the join, alone: the clock set to this, each racer's holder asks for 1 (its
+    /// parked token), and a fresh holder drains the bucket; the admissions at that instant
+    /// must be exactly `burst + max_overshoot()`, and all within the interval bound.
+    settle: Option<Duration>,
     limit: u64,
     tokens: u64,
     cap: u64,
@@ -59,11 +72,11 @@ struct Setup {
 fn make(s: Setup, planted: Planted) -> (LeaseModel, ManualClock) {
     let clock = ManualClock::new();
     let quota = Quota::per_second(s.limit).unwrap();
-    let lease = Lease::new(s.tokens, Duration::from_secs(10))
+    let lease = Lease::new(s.tokens, s.ttl)
         .unwrap()
         .with_max_parked(s.cap)
         .unwrap()
-        .with_clock_every(1)
+        .with_clock_every(s.clock_every)
         .unwrap();
     (
         LeaseModel::new(quota, lease, 1, clock.clone(), planted),
@@ -77,12 +90,18 @@ struct Ran {
     admitted: u64,
     holder: LeaseHolder,
     broken: Option<String>,
+    /// Each admission: the clock before and after the call (ns), and its units.
+    stamps: Vec<(u64, u64, u64)>,
 }
 
-fn run(m: &LeaseModel, clock: &ManualClock, demand: u64, ops: &[Op]) -> Ran {
-    let mut h = LeaseHolder::with_demand(demand);
+fn run(m: &LeaseModel, clock: &ManualClock, s: &Setup, h: LeaseHolder, ops: &[Op]) -> Ran {
+    let mut h = h;
     let mut admitted = 0;
     let mut broken = None;
+    let mut stamps = Vec::new();
+    let ttl = s.ttl.as_nanos() as u64;
+    // Spends from the current lease (by its grant) at or past its ttl.
+    let mut late = (h.granted_at(), 0u32);
     let mut check = |ok: bool, what: String| {
         if !ok && broken.is_none() {
             broken = Some(what);
@@ -91,8 +110,22 @@ fn run(m: &LeaseModel, clock: &ManualClock, demand: u64, ops: &[Op]) -> Ran {
     for &op in ops {
         match op {
             Acquire(n) => {
+                let before = clock.now_nanos();
                 if m.acquire(&mut h, n).is_allowed() {
                     admitted += n;
+                    stamps.push((before, clock.now_nanos(), n));
+                    if late.0 != h.granted_at() {
+                        late = (h.granted_at(), 0);
+                    }
+                    // Only the thread that reads `before` moves the clock in the ttl models,
+                    // so `before` is the time of this spend.
+                    if before >= h.granted_at() + ttl {
+                        late.1 += 1;
+                    }
+                    check(
+                        late.1 < s.clock_every,
+                        format!("{LATE}: {} at {before} ns: {h:?}", late.1),
+                    );
                 }
                 check(
                     m.reserved() <= m.max_parked(),
@@ -114,6 +147,26 @@ fn run(m: &LeaseModel, clock: &ManualClock, demand: u64, ops: &[Op]) -> Ran {
         admitted,
         holder: h,
         broken,
+        stamps,
+    }
+}
+
+/// The interval bound over every admission: for each `a ≤ b` among the readings, the
+/// admissions whose call began at or after `a` and ended at or before `b`.
+fn check_interval_bound(m: &LeaseModel, s: &Setup, stamps: &[(u64, u64, u64)]) {
+    for &(a, _, _) in stamps {
+        for &(_, b, _) in stamps.iter().filter(|&&(_, b, _)| b >= a) {
+            let within: u64 = stamps
+                .iter()
+                .filter(|&&(t0, t1, _)| t0 >= a && t1 <= b)
+                .map(|&(_, _, n)| n)
+                .sum();
+            let bound = m.burst() + (b - a) * s.limit / 1_000_000_000 + m.max_overshoot();
+            assert!(
+                within <= bound,
+                "{BOUND}: {within} in [{a}, {b}] ns, bound {bound}: {stamps:?}"
+            );
+        }
     }
 }
 
@@ -121,17 +174,19 @@ fn body(s: Setup, planted: Planted) -> impl Fn() + Send + Sync + 'static {
     move || {
         let (m, clock) = make(s, planted);
         let m = loom::sync::Arc::new(m);
-        let mut first = run(&m, &clock, 0, s.before).holder;
+        let mut first = run(&m, &clock, &s, LeaseHolder::default(), s.before).holder;
         let _ = m.give_back(&mut first);
         let start = m.level();
         let spawned: Vec<_> = s.threads[1..]
             .iter()
             .map(|&ops| {
                 let (m, clock) = (m.clone(), clock.clone());
-                loom::thread::spawn(move || run(&m, &clock, s.demand, ops))
+                let h = LeaseHolder::with_demand(s.demand);
+                loom::thread::spawn(move || run(&m, &clock, &s, h, ops))
             })
             .collect();
-        let mut results = vec![run(&m, &clock, s.demand, s.threads[0])];
+        let h = LeaseHolder::with_demand(s.demand);
+        let mut results = vec![run(&m, &clock, &s, h, s.threads[0])];
         results.extend(spawned.into_iter().map(|h| h.join().expect("racer")));
         if let Some(broken) = results.iter().find_map(|r| r.broken.clone()) {
             panic!("{broken}");
@@ -158,12 +213,104 @@ fn body(s: Setup, planted: Planted) -> impl Fn() + Send + Sync + 'static {
             );
             assert!(admitted <= m.burst(), "{ABOVE_BURST}: {admitted}");
         }
+        let mut stamps: Vec<_> = results.iter().flat_map(|r| r.stamps.clone()).collect();
+        if let Some(settle) = s.settle {
+            clock.set(settle);
+            const ONCE: &[Op] = &[Acquire(1)];
+            for r in results {
+                let after = run(&m, &clock, &s, r.holder, ONCE);
+                if let Some(broken) = after.broken {
+                    panic!("{broken}");
+                }
+                stamps.extend(after.stamps);
+            }
+            let drain = vec![Acquire(1); (m.burst() + 2) as usize];
+            let drained = run(&m, &clock, &s, LeaseHolder::default(), &drain);
+            if let Some(broken) = drained.broken {
+                panic!("{broken}");
+            }
+            stamps.extend(drained.stamps);
+            check_interval_bound(&m, &s, &stamps);
+            // Reached: the parked tokens and the refilled burst, at the one instant.
+            let at_settle: u64 = stamps
+                .iter()
+                .filter(|&&(t0, _, _)| t0 == settle.as_nanos() as u64)
+                .map(|&(_, _, n)| n)
+                .sum();
+            assert_eq!(
+                at_settle,
+                m.burst() + m.max_overshoot(),
+                "{BOUND}: not reached at {settle:?}: {stamps:?}"
+            );
+        }
+        check_interval_bound(&m, &s, &stamps);
     }
 }
+
+const TEN_S: Duration = Duration::from_secs(10);
+const TEN_MS: Duration = Duration::from_millis(10);
+const TWENTY_MS: Duration = Duration::from_millis(20);
+
+/// Two threads each take a lease of 2 (1 spent, 1 parked) from a bucket of 4, racing on the
+/// word and the reservation (cap 2); then, alone at 1 s (the bucket full again), each spends
+/// its parked token, and a fresh holder drains the bucket: 4 + 2 at one instant,
+/// `burst + max_overshoot()`, and no more.
+const PARKED: Setup = Setup {
+    ttl: TEN_S,
+    clock_every: 1,
+    settle: Some(Duration::from_secs(1)),
+    limit: 4,
+    tokens: 2,
+    cap: 2,
+    demand: 1,
+    before: &[],
+    threads: &[&[Acquire(1)], &[Acquire(1)]],
+    frozen: false,
+};
+
+/// A thread parks 1 at 0 with a ttl of 10 ms, moves the clock to 20 ms and asks again: the
+/// expired lease must go back, not be spent from; another thread asks at either reading.
+const EXPIRING: Setup = Setup {
+    ttl: TEN_MS,
+    clock_every: 1,
+    settle: None,
+    limit: 4,
+    tokens: 2,
+    cap: 2,
+    demand: 1,
+    before: &[],
+    threads: &[
+        &[Acquire(1), SetClock(TWENTY_MS), Acquire(1)],
+        &[Acquire(1)],
+    ],
+    frozen: false,
+};
+
+/// The clock read every 2 spends: a lease of 4 (3 parked) granted at 0, then at 20 ms (past
+/// its ttl of 10 ms) one spend without a clock read is allowed, the next reads the clock and
+/// renews; another thread racing for its own lease under the cap of 4.
+const UNCHECKED: Setup = Setup {
+    ttl: TEN_MS,
+    clock_every: 2,
+    settle: None,
+    limit: 8,
+    tokens: 4,
+    cap: 4,
+    demand: 2,
+    before: &[],
+    threads: &[
+        &[Acquire(1), SetClock(TWENTY_MS), Acquire(1), Acquire(1)],
+        &[Acquire(1)],
+    ],
+    frozen: false,
+};
 
 /// Two threads take a lease of 2 (1 spent, 1 parked), then spend or renew it, at one instant
 /// from a bucket of 3: one of them meets an empty bucket.
 const FROZEN: Setup = Setup {
+    ttl: TEN_S,
+    clock_every: 1,
+    settle: None,
     limit: 3,
     tokens: 2,
     cap: 2,
@@ -175,6 +322,9 @@ const FROZEN: Setup = Setup {
 
 /// Three threads each want a reservation of 1 under a cap of 2.
 const CAPPED: Setup = Setup {
+    ttl: TEN_S,
+    clock_every: 1,
+    settle: None,
     limit: 8,
     tokens: 2,
     cap: 2,
@@ -186,6 +336,9 @@ const CAPPED: Setup = Setup {
 
 /// A lease is given back after the bucket refilled to its burst, racing another thread.
 const REFILLED: Setup = Setup {
+    ttl: TEN_S,
+    clock_every: 1,
+    settle: None,
     limit: 4,
     tokens: 2,
     cap: 2,
@@ -200,6 +353,9 @@ const REFILLED: Setup = Setup {
 
 /// Drained on the exact path first; then two threads ask, one of them twice.
 const EMPTIED: Setup = Setup {
+    ttl: TEN_S,
+    clock_every: 1,
+    settle: None,
     limit: 3,
     tokens: 2,
     cap: 2,
@@ -227,6 +383,53 @@ fn give_back_after_refill() {
 #[test]
 fn empty_bucket() {
     model("leased empty, 2 threads", body(EMPTIED, Planted::None));
+}
+
+#[test]
+fn parked_tokens_spent_on_a_refilled_bucket_stay_within_the_bound() {
+    model(
+        "leased parked then refilled, 2 threads",
+        body(PARKED, Planted::None),
+    );
+}
+
+#[test]
+fn an_expired_lease_is_not_spent_from() {
+    model(
+        "leased ttl expiry, 2 threads",
+        body(EXPIRING, Planted::None),
+    );
+}
+
+#[test]
+fn a_lease_read_every_two_spends_is_spent_once_past_its_ttl() {
+    model(
+        "leased clock every 2, 2 threads",
+        body(UNCHECKED, Planted::None),
+    );
+}
+
+#[test]
+fn catches_the_spend_off_by_one_by_the_interval_bound() {
+    expect_caught(
+        "spend off by one, parked then refilled",
+        BOUND,
+        body(PARKED, Planted::SpendOffByOne),
+    );
+}
+
+#[test]
+fn catches_a_spend_that_ignores_the_ttl() {
+    expect_caught("ttl ignored", LATE, body(EXPIRING, Planted::TtlIgnored));
+}
+
+#[test]
+fn catches_one_unchecked_spend_too_many() {
+    expect_caught(
+        "clock every off by one",
+        LATE,
+        body(UNCHECKED, Planted::ClockEveryOffByOne),
+    );
 }
 
 #[test]

@@ -4,7 +4,11 @@
 //! - the live token bucket: a request racing a change is judged under the old quota on the
 //!   old state or under the new quota on the carried state, in every interleaving (its word
 //!   says which parameters it is counted in, and a request that finds it counted in the old
-//!   ones carries it over itself).
+//!   ones carries it over itself), and an admission racing two changes from a full bucket
+//!   stays counted (the word's whole version is compared, so the request cannot write after
+//!   the changes on a word they brought back to the value it loaded: the earlier models
+//!   start from a drained bucket, whose `tat` every change moves, and race a denial, which
+//!   writes nothing).
 //!
 //! ```text
 //! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test live
@@ -188,4 +192,58 @@ fn a_request_racing_two_changes_is_judged_by_one_of_them() {
         clock.set(Duration::from_millis(100));
         assert!(bucket.acquire(1), "the carried debt was overcharged");
     });
+}
+
+/// A full bucket of 10/s (burst 4) at 0: one thread asks for all 4 (admitted under 10/s it
+/// writes a `tat` of 400 ms), while the other tightens it to 1/s (burst 1) twice. Every
+/// serial order leaves what was admitted counted: admitted before the changes, the 4 tokens
+/// carry to a whole used-up token of the new quota, and nothing passes before 1 s; after
+/// them, 4 is above the burst and is refused. A request whose compare-exchange succeeds after
+/// both changes, on a word the changes left as it loaded it (a full bucket's `tat` does not
+/// move), writes 400 ms counted in 10/s ticks under the 1/s quota: 0.4 of a token.
+fn an_admission_racing_two_changes_is_counted(
+    plant: LivePlant,
+) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let clock = ManualClock::new();
+        let bucket = Arc::new(LiveModel::token_bucket(
+            quota(10, Duration::from_secs(1), 4),
+            clock.clone(),
+            plant,
+        ));
+        let requester = {
+            let bucket = bucket.clone();
+            thread::spawn(move || bucket.acquire(4))
+        };
+        let tight = quota(1, Duration::from_secs(1), 1);
+        bucket.set_quota(tight);
+        bucket.set_quota(tight);
+        let admitted = requester.join().unwrap();
+        clock.set(Duration::from_millis(999));
+        let early = bucket.acquire(1);
+        assert!(
+            !(admitted && early),
+            "an admission of 4 counted as less than a token after two changes"
+        );
+        if !admitted {
+            assert!(early, "a refused request was counted");
+        }
+    }
+}
+
+#[test]
+fn an_admission_racing_two_changes_stays_counted() {
+    model(
+        "live/bucket admission racing two changes",
+        an_admission_racing_two_changes_is_counted(LivePlant::Sound),
+    );
+}
+
+#[test]
+fn a_one_bit_version_is_caught() {
+    expect_caught(
+        "live/bucket one-bit version, admission racing two changes",
+        "counted as less than a token",
+        an_admission_racing_two_changes_is_counted(LivePlant::OneBitVersion),
+    );
 }

@@ -201,6 +201,8 @@ pub(crate) fn retuned_window(
 
 #[cfg(feature = "std")]
 impl crate::live::Retune for Fixed {
+    crate::live::plain_live_state!();
+
     /// One window, the count given every bit the window number leaves.
     fn live_params(quota: &Quota) -> Result<WindowParams, QuotaError> {
         quota.window_roomy(1).ok_or(QuotaError::RateTooHigh {

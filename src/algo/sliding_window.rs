@@ -280,6 +280,8 @@ impl AlwaysFits for Sliding {}
 
 #[cfg(feature = "std")]
 impl crate::live::Retune for Sliding {
+    crate::live::plain_live_state!();
+
     /// The default slots, the count given every bit the slot number leaves.
     fn live_params(quota: &Quota) -> Result<Geometry, QuotaError> {
         let g = Geometry::new(quota, DEFAULT_SLOTS)?;

@@ -275,47 +275,70 @@ pub(crate) fn carried(old: &GcraParams, new: &GcraParams, tat: u64, now: u64) ->
 }
 
 #[cfg(feature = "std")]
-use crate::live::{ParamCell, Plant, READER_IGNORES_VERSION, SOUND};
-
-/// A live bucket's word: bit 63 is the parity of the version of the parameters its `tat`
-/// (bits 0..=62) is counted in. Its tick is at most 1/16 ns, so that `tat < 2^62 + 2^62`.
+use crate::live::{ParamCell, Plant, ONE_BIT_VERSION, READER_IGNORES_VERSION, SOUND};
 #[cfg(feature = "std")]
-const PARITY: u64 = 1 << 63;
+use crate::sync::AtomicU128;
 
 /// The finest tick of a live bucket, in ticks per ns.
 #[cfg(feature = "std")]
 const LIVE_MAX_SCALE: u32 = 16;
 
-/// The parity bit of parameter version `version`.
+/// A live bucket's word: `epoch` (the version of the parameters `tat` is counted in) beside
+/// `tat`, compared and exchanged together.
 #[cfg(feature = "std")]
 #[inline]
-fn parity(version: u64) -> u64 {
-    (version & 1) << 63
+fn join(epoch: u64, tat: u64) -> u128 {
+    u128::from(epoch) << 64 | u128::from(tat)
 }
 
-/// The parameters a live word is counted in, and their parity bit: `version`'s (read after
-/// the word), or if a change to `version` has not carried the word yet, the previous ones;
-/// `None` if the cell no longer holds those (the word has been carried since it was loaded).
+/// A live word's `(epoch, tat)`.
 #[cfg(feature = "std")]
 #[inline]
-fn counted_in<const PLANT: Plant>(cell: &ParamCell, word: u64) -> Option<(GcraParams, u64)> {
+fn split(word: u128) -> (u64, u64) {
+    ((word >> 64) as u64, word as u64)
+}
+
+/// The epoch a word counted in parameter version `version` carries: the version itself (the
+/// planted defect keeps its parity only).
+#[cfg(feature = "std")]
+#[inline]
+fn epoch_of<const PLANT: Plant>(version: u64) -> u64 {
+    if PLANT == ONE_BIT_VERSION {
+        version & 1
+    } else {
+        version
+    }
+}
+
+/// The parameters a live word of epoch `epoch` is counted in, and that epoch: `version`'s
+/// (read after the word), or if a change to `version` has not carried the word yet, the
+/// previous ones; `None` if the cell no longer holds those (the word has been carried since
+/// it was loaded).
+#[cfg(feature = "std")]
+#[inline]
+fn counted_in<const PLANT: Plant>(cell: &ParamCell, epoch: u64) -> Option<(GcraParams, u64)> {
     let (version, words) = cell.read_versioned::<SOUND>();
-    if word & PARITY == parity(version) || PLANT == READER_IGNORES_VERSION {
-        return Some((GcraParams::from_words(words), parity(version)));
+    let current = epoch_of::<PLANT>(version);
+    if epoch == current || PLANT == READER_IGNORES_VERSION {
+        return Some((GcraParams::from_words(words), current));
     }
     let previous = version.wrapping_sub(1);
+    if epoch != epoch_of::<PLANT>(previous) {
+        return None;
+    }
     let words = cell.read_version(previous)?;
-    Some((GcraParams::from_words(words), parity(previous)))
+    Some((GcraParams::from_words(words), epoch))
 }
 
 /// The live bucket's compare-exchange loop: `f` decides on a `tat` under the parameters it
 /// is counted in, read after the word (a request that finds the word not yet carried by a
 /// change is decided under the previous quota, on the state before the change: it never
-/// waits for the change).
+/// waits for the change). Its compare-exchange compares the epoch too, and epochs only
+/// grow: a word carried since the load never matches again, however many changes ran.
 #[cfg(feature = "std")]
 #[inline]
 fn live_update<T, const PLANT: Plant>(
-    word: &AtomicU64,
+    word: &AtomicU128,
     cell: &ParamCell,
     now_ns: u64,
     f: impl Fn(&GcraParams, u64, u64) -> (T, Option<u64>),
@@ -324,14 +347,15 @@ fn live_update<T, const PLANT: Plant>(
     // release sequence) makes the parameters read after it version v or later.
     let mut current = word.load(Ordering::Acquire);
     loop {
-        let Some((p, parity)) = counted_in::<PLANT>(cell, current) else {
+        let (epoch, tat) = split(current);
+        let Some((p, epoch)) = counted_in::<PLANT>(cell, epoch) else {
             // The word has been carried since it was loaded: load it again.
             crate::sync::Backoff::new().snooze();
             // Acquire: as the first load.
             current = word.load(Ordering::Acquire);
             continue;
         };
-        let (outcome, write) = f(&p, current & !PARITY, ticks(&p, now_ns));
+        let (outcome, write) = f(&p, tat, ticks(&p, now_ns));
         let Some(tat) = write else {
             return outcome;
         };
@@ -339,7 +363,7 @@ fn live_update<T, const PLANT: Plant>(
         // load. Weak: a spurious failure loops once more.
         match word.compare_exchange_weak(
             current,
-            parity | tat,
+            join(epoch, tat),
             Ordering::Relaxed,
             Ordering::Acquire,
         ) {
@@ -380,6 +404,13 @@ fn refusal(quota: &Quota, scale: u32) -> QuotaError {
 
 #[cfg(feature = "std")]
 impl crate::live::Retune for Gcra {
+    /// `(epoch, tat)`: a fresh bucket is full, counted in version 0.
+    type LiveState = AtomicU128;
+
+    fn live_state(_: &GcraParams) -> Result<AtomicU128, QuotaError> {
+        Ok(AtomicU128::new(join(0, 0)))
+    }
+
     /// The quota's own tick, or 1/16 ns if it is finer (a rate above 16 per ns then runs at
     /// 16 per ns: slower, never faster).
     fn live_params(quota: &Quota) -> Result<GcraParams, QuotaError> {
@@ -399,22 +430,22 @@ impl crate::live::Retune for Gcra {
     }
 
     /// Publishes the new parameters, then carries the word to them (unless a request did).
-    fn publish(
-        word: &AtomicU64,
+    fn publish<const PLANT: Plant>(
+        word: &AtomicU128,
         cell: &ParamCell,
         old: &GcraParams,
         new: &GcraParams,
         now_ns: u64,
     ) {
-        let version = cell.write(new.to_words());
+        let version = epoch_of::<PLANT>(cell.write(new.to_words()));
         let now = ticks(new, now_ns);
         // Relaxed: the changer wrote the parameters itself; the word is only compared.
         let mut current = word.load(Ordering::Relaxed);
         // The previous change carried the word before it returned: it is counted in
-        // `version - 1` or, carried by a request, already in `version`.
-        while current & PARITY != parity(version) {
-            let tat = current & !PARITY;
-            let carried = parity(version) | carried(old, new, tat, now).unwrap_or(tat);
+        // `version - 1` (or, for the planted defect, the other parity).
+        while split(current).0 != version {
+            let tat = split(current).1;
+            let carried = join(version, carried(old, new, tat, now).unwrap_or(tat));
             // Release: the carried word publishes the parameters it is counted in. Relaxed
             // failure: the value is only compared again.
             match word.compare_exchange_weak(current, carried, Ordering::Release, Ordering::Relaxed)
@@ -427,7 +458,7 @@ impl crate::live::Retune for Gcra {
 
     #[inline]
     fn acquire_live<const PLANT: Plant>(
-        word: &AtomicU64,
+        word: &AtomicU128,
         cell: &ParamCell,
         now_ns: u64,
         n: u64,
@@ -445,12 +476,13 @@ impl crate::live::Retune for Gcra {
     }
 
     #[inline]
-    fn peek_live(word: &AtomicU64, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
+    fn peek_live(word: &AtomicU128, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
         // Acquire: as in `live_update`.
         let mut current = word.load(Ordering::Acquire);
         loop {
-            if let Some((p, _)) = counted_in::<SOUND>(cell, current) {
-                return decide(&p, current & !PARITY, now_ns, n).0;
+            let (epoch, tat) = split(current);
+            if let Some((p, _)) = counted_in::<SOUND>(cell, epoch) {
+                return decide(&p, tat, now_ns, n).0;
             }
             crate::sync::Backoff::new().snooze();
             // Acquire: as in `live_update`.
@@ -458,7 +490,7 @@ impl crate::live::Retune for Gcra {
         }
     }
 
-    fn refund_live(word: &AtomicU64, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
+    fn refund_live(word: &AtomicU128, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
         live_update::<_, SOUND>(word, cell, now_ns, |p, tat, now| refunded(p, tat, now, n))
     }
 
