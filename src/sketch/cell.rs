@@ -326,8 +326,16 @@ impl Cell {
             let new = planted_word::<PLANT>(p, current, new, lanes);
             #[cfg(tollgate_loom)]
             if PLANT == LOAD_THEN_STORE {
-                // Relaxed: the planted defect; no ordering would save a lost update.
-                self.0.store(new, Ordering::Relaxed);
+                // The planted defect: `new` overwrites whatever the word holds now (a store,
+                // written as a loop since the model's 16-byte word has only loads and
+                // compare-exchanges). Relaxed: no ordering would save a lost update.
+                let mut seen = self.0.load(Ordering::Relaxed);
+                while let Err(actual) =
+                    self.0
+                        .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed)
+                {
+                    seen = actual;
+                }
                 return decision;
             }
             // Relaxed: the word's modification order orders admissions; weak: a spurious
@@ -347,12 +355,6 @@ impl Cell {
     pub(crate) fn peek(&self, p: &CellParams, now_ns: u64, n: u64, lanes: KeyLanes) -> Decision {
         // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
         decide(p, self.0.load(Ordering::Relaxed), now_ns, n, lanes).0
-    }
-
-    /// Back to the fresh state (the limiter is being rebuilt; nothing races it).
-    pub(crate) fn clear(&self) {
-        // Relaxed: only under `&mut` of the whole sketch in practice; publishes nothing.
-        self.0.store(0, Ordering::Relaxed);
     }
 }
 

@@ -228,11 +228,8 @@ impl<K: ?Sized, C, S> SketchLimiter<K, C, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_hasher<S2>(self, hasher: S2) -> SketchLimiter<K, C, S2> {
-        for cell in self.cells.iter() {
-            cell.clear();
-        }
         SketchLimiter {
-            cells: self.cells,
+            cells: (0..self.cells.len()).map(|_| Cell::new()).collect(),
             params: self.params,
             pairs: self.pairs,
             quota: self.quota,
