@@ -16,11 +16,12 @@
 //!
 //! Every lane of a key counts at least the key's admissions in the lane's window, so the
 //! key's minimum lane overestimates its count: it never admits more in a window than the
-//! limit (see `cell.rs` for the proof and the conservative update). Single-threaded, it
-//! admits no more units per key than a [`KeyedLimiter`](crate::KeyedLimiter) with the same
-//! quota, request for request (a key's room only shrinks within a window as other keys
-//! write into its lanes, and a request that does not fit a smaller room never helps later
-//! ones fit). Its errors are false denials only.
+//! limit (see `cell.rs` for the proof and the conservative update). On one stream of
+//! requests it admits no more units per key in total than a
+//! [`KeyedLimiter`](crate::KeyedLimiter) with the same quota (a key's room only shrinks
+//! within a window as other keys write into its lanes, and a greedy count with a smaller,
+//! shrinking room never takes more than one with the full room: by induction over the
+//! requests). Its errors are false denials only.
 //!
 //! # Orderings
 //!
@@ -59,8 +60,9 @@ pub(crate) fn fixed_params(quota: &Quota) -> CellParams {
 /// only raise. So the sketch **never admits more** for a key than an exact
 /// [`KeyedLimiter`](crate::KeyedLimiter) of the same quota (fixed window) would: its only
 /// error is a *false denial*, when other keys have filled both lanes of a key. Its
-/// [`Decision`]s are never optimistic: `remaining` is at most what the key has left,
-/// `retry_after` and `reset_after` at least its own.
+/// [`Decision`]s are never optimistic against the key's own count: `remaining` is at most
+/// what an exact limiter charged with the key's admissions would have left, `retry_after`
+/// and `reset_after` at least its.
 ///
 /// Two forms:
 /// - fixed window ([`SketchLimiter::new`]): `limit` per window `[k·period, (k+1)·period)`;

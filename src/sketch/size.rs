@@ -7,6 +7,12 @@ use core::fmt;
 use super::cell::CellParams;
 
 /// Most columns a sketch takes (2^30 columns of 16 bytes: 16 GiB).
+///
+/// ```
+/// use tollgate::{SketchSize, SizeError, MAX_COLUMNS};
+/// assert!(SketchSize::columns(MAX_COLUMNS).is_ok());
+/// assert_eq!(SketchSize::columns(MAX_COLUMNS + 1), Err(SizeError::TooLarge { columns: MAX_COLUMNS + 1 }));
+/// ```
 pub const MAX_COLUMNS: u64 = 1 << 30;
 
 /// The size of a [`SketchLimiter`](crate::SketchLimiter): a number of columns of 16 bytes
