@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota,
-    QuotaError, SketchLimiter, SketchSize,
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError,
+    SketchLimiter, SketchSize,
 };
 
 use crate::{Cost, QuotaSpec, Span, MAX_OPS};
@@ -85,7 +85,11 @@ impl TwoWindow {
     fn rolled(self, t: u64, len: u64) -> TwoWindow {
         let current = t / len;
         if current > self.window {
-            let prev = if current == self.window + 1 { self.cur } else { 0 };
+            let prev = if current == self.window + 1 {
+                self.cur
+            } else {
+                0
+            };
             TwoWindow {
                 window: current,
                 cur: 0,
@@ -120,12 +124,20 @@ fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
     if both_denied {
         // Both denied: only the wait is compared (`own` was asked the same cost).
         let ok = d.retry_after().is_none()
-            || own.retry_after().is_some_and(|o| d.retry_after().unwrap() >= o);
+            || own
+                .retry_after()
+                .is_some_and(|o| d.retry_after().unwrap() >= o);
         assert!(ok, "{at}: retry {d:?} before {own:?}");
         return;
     }
-    assert!(d.remaining() <= own.remaining(), "{at}: remaining {d:?} above {own:?}");
-    assert!(d.reset_after() >= own.reset_after(), "{at}: reset {d:?} before {own:?}");
+    assert!(
+        d.remaining() <= own.remaining(),
+        "{at}: remaining {d:?} above {own:?}"
+    );
+    assert!(
+        d.reset_after() >= own.reset_after(),
+        "{at}: reset {d:?} before {own:?}"
+    );
 }
 
 /// Runs one input.
@@ -145,7 +157,13 @@ pub fn run(data: &[u8]) {
             Ok(s) => s,
             Err(e) => {
                 assert!(limit > u64::from(u32::MAX), "refused {limit}: {e}");
-                assert_eq!(e, QuotaError::LimitTooLarge { limit, max: u64::from(u32::MAX) });
+                assert_eq!(
+                    e,
+                    QuotaError::LimitTooLarge {
+                        limit,
+                        max: u64::from(u32::MAX)
+                    }
+                );
                 return;
             }
         }
@@ -191,7 +209,10 @@ pub fn run(data: &[u8]) {
                 "{at}: remaining {d:?} above the key's own ({est} counted)"
             );
             if d.is_allowed() {
-                assert!(n <= limit && est + n <= limit, "{at}: admitted at {est} counted");
+                assert!(
+                    n <= limit && est + n <= limit,
+                    "{at}: admitted at {est} counted"
+                );
                 own.charge(t, len, n);
             }
             continue;
@@ -215,6 +236,11 @@ pub fn run(data: &[u8]) {
         let t = tally.entry(key).or_default();
         t.0 += u128::from(if d.is_allowed() { n } else { 0 });
         t.1 += u128::from(if e.is_allowed() { n } else { 0 });
-        assert!(t.0 <= t.1, "{at}: the sketch admitted {} units, the exact map {}", t.0, t.1);
+        assert!(
+            t.0 <= t.1,
+            "{at}: the sketch admitted {} units, the exact map {}",
+            t.0,
+            t.1
+        );
     }
 }
