@@ -19,6 +19,10 @@
 //! ([`KeyedLimiter::try_acquire_with`]), evicts keys back to their fresh state
 //! ([`KeyedLimiter::evict_idle`]), and can bound its size ([`KeyedBuilder`]).
 //!
+//! A flood of keys in fixed memory: [`SketchLimiter`] counts every key in a sketch of atomic
+//! counters sized at construction (no allocation, sweep or eviction), never admitting more
+//! for a key than the exact map would; its only error is a false denial.
+//!
 //! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
 //! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
 //!
@@ -93,6 +97,8 @@ mod live;
 #[cfg(feature = "std")]
 mod metrics;
 #[cfg(feature = "std")]
+mod sketch;
+#[cfg(feature = "std")]
 mod wait;
 
 /// The internals the loom models and their planted mutants (`loom-tests/`) build on; loom
@@ -125,6 +131,9 @@ pub mod __loom {
     pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
+    /// One column of the fixed-memory keyed sketch, sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::sketch::loom_model::{SketchCellModel, SketchPlant};
 
     /// Copies of the refund helpers with a planted defect each.
     pub use crate::algo::planted;
@@ -186,6 +195,8 @@ pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 #[cfg(feature = "std")]
 pub use metrics::{Metered, MetricsSnapshot, Observed};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
+#[cfg(feature = "std")]
+pub use sketch::{SizeError, SketchLimiter, SketchSize, MAX_COLUMNS};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;
 #[cfg(feature = "std")]

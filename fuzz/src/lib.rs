@@ -12,6 +12,7 @@
 //! | `leased`         | `Leased` (up to 4 virtual threads, give-backs, thread exits) vs `MutexTokenBucket`: every admission within burst + rate × time + `max_overshoot()` over each stretch of non-decreasing readings; give-backs never above the burst; at most the burst at one instant (its own [`leased::LeasedOp`]s) |
 //! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded, optionally `live()` with `SetQuota`) = a `HashMap` of mutex twins (live: of the `live` target's models, carried over every change) on every decision, eviction count, `len()` and change (its own [`keyed::KeyedOp`]s) |
 //! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
+//! | `sketch`         | `SketchLimiter` (1–8 columns, both forms, clock back and forth): per key never more admitted units than the exact `KeyedLimiter`; every admission fits the key's own exact count of what the sketch admitted, and no decision is optimistic against it; `peek` = the request (its own [`sketch::SketchOp`]s) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
 //! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, the two
@@ -30,6 +31,7 @@ pub mod leased;
 pub mod live;
 pub mod model;
 pub mod quota;
+pub mod sketch;
 
 pub use differential::{fixed_window, sliding_log, sliding_window, token_bucket};
 
@@ -292,12 +294,13 @@ pub fn run(target: &str, data: &[u8]) {
         "keyed" => keyed::run(data),
         "leased" => leased::run(data),
         "live" => live::run(data),
+        "sketch" => sketch::run(data),
         _ => panic!("unknown fuzz target {target}"),
     }
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 8] = [
+pub const TARGETS: [&str; 9] = [
     "quota",
     "token_bucket",
     "fixed_window",
@@ -306,4 +309,5 @@ pub const TARGETS: [&str; 8] = [
     "keyed",
     "leased",
     "live",
+    "sketch",
 ];

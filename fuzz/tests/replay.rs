@@ -81,6 +81,11 @@ fn live_corpus() {
 }
 
 #[test]
+fn sketch_corpus() {
+    replay("sketch");
+}
+
+#[test]
 fn every_target_has_a_test_above() {
     assert_eq!(
         tollgate_fuzz::TARGETS,
@@ -92,7 +97,8 @@ fn every_target_has_a_test_above() {
             "sliding_log",
             "keyed",
             "leased",
-            "live"
+            "live",
+            "sketch"
         ]
     );
 }

@@ -1,0 +1,205 @@
+//! The fixed-memory keyed sketch (`SketchLimiter`) against the keyed maps: tollgate's
+//! `KeyedLimiter` (papaya) and governor's keyed limiter (a DashMap), on their default clocks.
+//!
+//! ```text
+//! nice -n 10 cargo bench --bench sketch
+//! ```
+//!
+//! Timed in the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), as `keyed.rs` is:
+//! on a shared machine wall time charges other processes' slices to whichever limiter ran.
+//! The sketch has 2^18 columns (4 MiB) throughout. Groups (one scenario each; compare
+//! within one run, the machine is shared):
+//! - `sketch/one_key`: one key, every request admitted (a quota of 10^9 per second);
+//! - `sketch/million_keys`: 1,000,000 keys seen up front, requests on keys drawn at random
+//!   (a fixed xorshift sequence): cache misses dominate;
+//! - `sketch/new_keys`: every request a key never seen before (a flood of one-shot keys):
+//!   the maps allocate and grow on each, the sketch does what it always does. The maps
+//!   are rebuilt every 2^20 keys so that memory stays bounded; that cost is counted.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use governor::{Quota as GovQuota, RateLimiter};
+use tollgate::{Algorithm, KeyedLimiter, Quota, SketchLimiter, SketchSize};
+
+const RATE: u32 = 1_000_000_000;
+const MILLION: u64 = 1_000_000;
+
+fn quota() -> Quota {
+    Quota::per_second(u64::from(RATE)).unwrap()
+}
+
+fn gov_quota() -> GovQuota {
+    GovQuota::per_second(NonZeroU32::new(RATE).unwrap())
+}
+
+/// 2^18 columns (4 MiB), the size of the flood example's sketch: larger than the caches,
+/// as a sketch for a flood is.
+fn sketch() -> SketchLimiter<u64> {
+    SketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap())
+}
+
+/// This thread's CPU time so far.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// `iters` calls of `f`, timed in this thread's CPU time.
+fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
+    let start = thread_cpu();
+    for i in 0..iters {
+        f(i);
+    }
+    thread_cpu() - start
+}
+
+/// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
+fn random_keys(len: usize) -> Vec<u64> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % MILLION
+        })
+        .collect()
+}
+
+fn one_key(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sketch/one_key");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let s = sketch();
+    g.bench_function("sketch", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                black_box(s.try_acquire(black_box(&42)).is_allowed());
+            })
+        })
+    });
+    let k = KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap();
+    g.bench_function("keyed", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                black_box(k.try_acquire(black_box(&42)).is_allowed());
+            })
+        })
+    });
+    let gov = RateLimiter::keyed(gov_quota());
+    g.bench_function("governor", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                black_box(gov.check_key(black_box(&42u64)).is_ok());
+            })
+        })
+    });
+    g.finish();
+}
+
+fn million_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sketch/million_keys");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let keys = random_keys(1 << 20);
+    let mask = keys.len() - 1;
+    let s = sketch();
+    let k = KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap();
+    let gov = RateLimiter::keyed(gov_quota());
+    for key in 0..MILLION {
+        let _ = (
+            s.try_acquire(&key),
+            k.try_acquire(&key),
+            gov.check_key(&key),
+        );
+    }
+    let mut i = 0usize;
+    g.bench_function("sketch", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                i = (i + 1) & mask;
+                black_box(s.try_acquire(&keys[i]).is_allowed());
+            })
+        })
+    });
+    g.bench_function("keyed", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                i = (i + 1) & mask;
+                black_box(k.try_acquire(&keys[i]).is_allowed());
+            })
+        })
+    });
+    g.bench_function("governor", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                i = (i + 1) & mask;
+                black_box(gov.check_key(&keys[i]).is_ok());
+            })
+        })
+    });
+    g.finish();
+}
+
+/// `iters` requests on fresh keys through `check`, with `fresh` rebuilding the limiter every
+/// 2^20 keys (timed).
+fn on_new_keys<L>(
+    iters: u64,
+    mut fresh: impl FnMut() -> L,
+    check: impl Fn(&L, u64) -> bool,
+) -> Duration {
+    let start = thread_cpu();
+    let mut limiter = fresh();
+    for i in 0..iters {
+        if i & ((1 << 20) - 1) == (1 << 20) - 1 {
+            limiter = fresh();
+        }
+        black_box(check(&limiter, i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    }
+    thread_cpu() - start
+}
+
+fn new_keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sketch/new_keys");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    let s = sketch();
+    g.bench_function("sketch", |b| {
+        b.iter_custom(|iters| on_new_keys(iters, || &s, |s, k| s.try_acquire(&k).is_allowed()))
+    });
+    g.bench_function("keyed", |b| {
+        b.iter_custom(|iters| {
+            on_new_keys(
+                iters,
+                || KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap(),
+                |l, k| l.try_acquire(&k).is_allowed(),
+            )
+        })
+    });
+    g.bench_function("governor", |b| {
+        b.iter_custom(|iters| {
+            on_new_keys(
+                iters,
+                || RateLimiter::keyed(gov_quota()),
+                |l, k| l.check_key(&k).is_ok(),
+            )
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, one_key, million_keys, new_keys);
+criterion_main!(benches);

@@ -1,0 +1,246 @@
+//! The sketch target: a stream of requests over a small key space and clock moves (forward
+//! and back), applied to a [`SketchLimiter`] of one to eight columns (so keys collide) in
+//! either form, and to references on the same [`ManualClock`]:
+//!
+//! - the exact [`KeyedLimiter`] (fixed window) fed the whole stream: for every key, the
+//!   sketch's admitted units never exceed the exact map's (fixed-window form);
+//! - per key, the exact limiter of the key's own traffic, charged only with what the sketch
+//!   admitted (a [`FixedWindow`], or a two-window weighted count for the sliding form): every
+//!   admission must fit it, and no decision is optimistic against it (`remaining` at most
+//!   its, `reset_after` and, when both deny, `retry_after` at least its);
+//! - `peek` answers what the next request of the same cost is answered, and writes nothing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use arbitrary::{Arbitrary, Unstructured};
+use tollgate::{
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError,
+    SketchLimiter, SketchSize,
+};
+
+use crate::{Cost, QuotaSpec, Span, MAX_OPS};
+
+/// Keys are `0..KEYS`.
+pub const KEYS: u8 = 16;
+
+/// The settings of one scenario.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub struct SketchSpec {
+    /// The quota (its burst is ignored: a window counts `limit`).
+    pub quota: QuotaSpec,
+    /// Columns, `1 + columns % 8`.
+    pub columns: u8,
+    /// The two-window weighted form.
+    pub sliding: bool,
+}
+
+/// One step of a sketch scenario.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum SketchOp {
+    /// The clock moves forward (saturating).
+    Advance(Span),
+    /// The clock moves backward (saturating at zero).
+    StepBack(Span),
+    /// `try_acquire_n(key % KEYS, cost)`.
+    Acquire {
+        /// The key, mod [`KEYS`].
+        key: u8,
+        /// The cost.
+        cost: Cost,
+    },
+    /// `peek(key % KEYS, cost)`, twice, then the same request.
+    Peek {
+        /// The key, mod [`KEYS`].
+        key: u8,
+        /// The cost.
+        cost: Cost,
+    },
+}
+
+/// Decodes the settings and up to [`MAX_OPS`] operations.
+pub fn decode(data: &[u8]) -> Option<(SketchSpec, Vec<SketchOp>)> {
+    let mut u = Unstructured::new(data);
+    let spec = SketchSpec::arbitrary(&mut u).ok()?;
+    let mut ops = Vec::new();
+    while ops.len() < MAX_OPS && !u.is_empty() {
+        match SketchOp::arbitrary(&mut u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    Some((spec, ops))
+}
+
+/// A key's exact two-window weighted count; it moves to a new window only when it counts
+/// there, as the exact limiters' words do.
+#[derive(Default, Clone, Copy)]
+struct TwoWindow {
+    window: u64,
+    cur: u64,
+    prev: u64,
+}
+
+impl TwoWindow {
+    fn rolled(self, t: u64, len: u64) -> TwoWindow {
+        let current = t / len;
+        if current > self.window {
+            let prev = if current == self.window + 1 {
+                self.cur
+            } else {
+                0
+            };
+            TwoWindow {
+                window: current,
+                cur: 0,
+                prev,
+            }
+        } else {
+            self
+        }
+    }
+
+    fn estimate(&self, t: u64, len: u64) -> u64 {
+        let r = self.rolled(t, len);
+        let offset = t.saturating_sub(r.window * len).min(len);
+        let w = u128::from(r.prev) * u128::from(len - offset);
+        r.cur + w.div_ceil(u128::from(len)) as u64
+    }
+
+    fn charge(&mut self, t: u64, len: u64, n: u64) {
+        if n > 0 {
+            *self = self.rolled(t, len);
+            self.cur += n;
+        }
+    }
+}
+
+/// The time the limiters read: the clock's, up to the horizon (past it time stands still).
+fn now(clock: &ManualClock) -> u64 {
+    clock.now_nanos().min(crate::HORIZON)
+}
+
+fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
+    if both_denied {
+        // Both denied: only the wait is compared (`own` was asked the same cost).
+        let ok = d.retry_after().is_none()
+            || own
+                .retry_after()
+                .is_some_and(|o| d.retry_after().unwrap() >= o);
+        assert!(ok, "{at}: retry {d:?} before {own:?}");
+        return;
+    }
+    assert!(
+        d.remaining() <= own.remaining(),
+        "{at}: remaining {d:?} above {own:?}"
+    );
+    assert!(
+        d.reset_after() >= own.reset_after(),
+        "{at}: reset {d:?} before {own:?}"
+    );
+}
+
+/// Runs one input.
+pub fn run(data: &[u8]) {
+    let Some((spec, ops)) = decode(data) else {
+        return;
+    };
+    let Some(quota) = spec.quota.build() else {
+        return;
+    };
+    let quota = Quota::new(quota.limit(), quota.period()).expect("the limit and period passed");
+    let (limit, len) = (quota.limit(), quota.period().as_nanos() as u64);
+    let size = SketchSize::columns(1 + u64::from(spec.columns % 8)).expect("1..=8 columns");
+    let clock = ManualClock::new();
+    let sketch = if spec.sliding {
+        match SketchLimiter::<u8, _>::try_sliding_with_clock(quota, size, clock.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                assert!(limit > u64::from(u32::MAX), "refused {limit}: {e}");
+                assert_eq!(
+                    e,
+                    QuotaError::LimitTooLarge {
+                        limit,
+                        max: u64::from(u32::MAX)
+                    }
+                );
+                return;
+            }
+        }
+    } else {
+        SketchLimiter::<u8, _>::with_clock(quota, size, clock.clone())
+    };
+    let exact = KeyedLimiter::<u8, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+        .expect("a fixed window takes every quota");
+    let mut shadows: HashMap<u8, FixedWindow<ManualClock>> = HashMap::new();
+    let mut two: HashMap<u8, TwoWindow> = HashMap::new();
+    let mut tally: HashMap<u8, (u128, u128)> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        let (key, n, peek) = match *op {
+            SketchOp::Advance(s) => {
+                let t = clock.now_nanos().saturating_add(s.nanos(len));
+                clock.set(Duration::from_nanos(t));
+                continue;
+            }
+            SketchOp::StepBack(s) => {
+                let t = clock.now_nanos().saturating_sub(s.nanos(len));
+                clock.set(Duration::from_nanos(t));
+                continue;
+            }
+            SketchOp::Acquire { key, cost } => (key % KEYS, cost.units(), false),
+            SketchOp::Peek { key, cost } => (key % KEYS, cost.units(), true),
+        };
+        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
+        let peeked = peek.then(|| sketch.peek(&key, n));
+        if let Some(p) = peeked {
+            assert_eq!(p, sketch.peek(&key, n), "{at}: a peek wrote");
+        }
+        let d = sketch.try_acquire_n(&key, n);
+        if let Some(p) = peeked {
+            assert_eq!(p, d, "{at}: the peek differs from the request");
+        }
+        if spec.sliding {
+            let own = two.entry(key).or_default();
+            let t = now(&clock);
+            let est = own.estimate(t, len);
+            let after = est + if d.is_allowed() { n } else { 0 };
+            assert!(
+                d.remaining() <= limit.saturating_sub(after),
+                "{at}: remaining {d:?} above the key's own ({est} counted)"
+            );
+            if d.is_allowed() {
+                assert!(
+                    n <= limit && est + n <= limit,
+                    "{at}: admitted at {est} counted"
+                );
+                own.charge(t, len, n);
+            }
+            continue;
+        }
+        let shadow = shadows
+            .entry(key)
+            .or_insert_with(|| FixedWindow::with_clock(quota, clock.clone()));
+        let (before, left) = (shadow.peek(n), shadow.peek(0));
+        if d.is_allowed() {
+            let s = shadow.try_acquire_n(n);
+            assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
+            not_optimistic(&d, &s, false, &at);
+        } else {
+            // A denial against what the key has left before this request.
+            not_optimistic(&d, &left, false, &at);
+            if !before.is_allowed() {
+                not_optimistic(&d, &before, true, &at);
+            }
+        }
+        let e = exact.try_acquire_n(&key, n);
+        let t = tally.entry(key).or_default();
+        t.0 += u128::from(if d.is_allowed() { n } else { 0 });
+        t.1 += u128::from(if e.is_allowed() { n } else { 0 });
+        assert!(
+            t.0 <= t.1,
+            "{at}: the sketch admitted {} units, the exact map {}",
+            t.0,
+            t.1
+        );
+    }
+}

@@ -1,0 +1,347 @@
+//! `SketchLimiter` against exact per-key limiters on the same `ManualClock`: never more
+//! admissions for a key than the exact keyed map, decisions never optimistic, and no false
+//! denial when no two keys share a column.
+
+mod common;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use common::Rng;
+use tollgate::{
+    Algorithm, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, SketchLimiter,
+    SketchSize,
+};
+
+/// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
+/// keys share a column when there are at least 64 columns.
+#[derive(Clone, Default)]
+struct Spread;
+
+struct SpreadHasher(u64);
+
+impl Hasher for SpreadHasher {
+    fn finish(&self) -> u64 {
+        self.0 << 58
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl BuildHasher for Spread {
+    type Hasher = SpreadHasher;
+    fn build_hasher(&self) -> SpreadHasher {
+        SpreadHasher(0)
+    }
+}
+
+/// A random step of the clock: mostly small forward moves, sometimes a window or more,
+/// sometimes back.
+fn step(rng: &mut Rng, clock: &ManualClock, period: Duration, back: bool) {
+    let p = period.as_nanos() as u64;
+    match rng.below(10) {
+        0..=5 => clock.advance(Duration::from_nanos(rng.below(p / 8 + 1))),
+        6 | 7 => clock.advance(Duration::from_nanos(rng.below(3 * p))),
+        8 if back => {
+            let now = clock.now_nanos();
+            clock.set(Duration::from_nanos(now.saturating_sub(rng.below(2 * p))));
+        }
+        _ => {}
+    }
+}
+
+use tollgate::Clock;
+
+fn cost(rng: &mut Rng, limit: u64) -> u64 {
+    match rng.below(20) {
+        0 => 0,
+        1 => limit + 1 + rng.below(3),
+        2..=4 => 1 + rng.below(limit),
+        _ => 1,
+    }
+}
+
+/// Checks one sketch decision against the key's exact fixed window fed only what the sketch
+/// admitted (`shadow`): an admission must fit the shadow, and no field is optimistic.
+fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
+    let before = shadow.peek(n);
+    let left = shadow.peek(0);
+    if d.is_allowed() {
+        let s = shadow.try_acquire_n(n);
+        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
+        assert!(
+            d.remaining() <= s.remaining(),
+            "{at}: remaining {d:?} > {s:?}"
+        );
+        assert!(
+            d.reset_after() >= s.reset_after(),
+            "{at}: reset {d:?} < {s:?}"
+        );
+    } else {
+        assert!(
+            d.remaining() <= left.remaining(),
+            "{at}: remaining {d:?} > {left:?}"
+        );
+        assert!(
+            d.reset_after() >= before.reset_after(),
+            "{at}: reset {d:?} < {before:?}"
+        );
+        if !before.is_allowed() {
+            let (r, s) = (d.retry_after(), before.retry_after());
+            // `None` is "never": at least any wait.
+            assert!(
+                r.is_none() || s.is_some_and(|s| r.unwrap() >= s),
+                "{at}: retry {d:?} < {before:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fixed_window_never_admits_more_than_the_exact_map() {
+    let mut rng = Rng(0x5ce7c4);
+    for case in 0..300 {
+        let limit = 1 + rng.below(6);
+        let period = Duration::from_millis(100 + rng.below(900));
+        let quota = Quota::new(limit, period).unwrap();
+        let columns = 1 + rng.below(6);
+        let keys = 2 + rng.below(40);
+        let back = case % 3 == 0;
+        let clock = ManualClock::new();
+        let sketch = SketchLimiter::<u64, _>::with_clock(
+            quota,
+            SketchSize::columns(columns).unwrap(),
+            clock.clone(),
+        );
+        let exact =
+            KeyedLimiter::<u64, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+                .unwrap();
+        let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = HashMap::new();
+        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        for i in 0..400 {
+            step(&mut rng, &clock, period, back);
+            let key = rng.below(keys);
+            let n = cost(&mut rng, limit);
+            let d = if n == 1 && rng.below(2) == 0 {
+                sketch.try_acquire(&key)
+            } else {
+                sketch.try_acquire_n(&key, n)
+            };
+            let e = exact.try_acquire_n(&key, n);
+            let shadow = shadows
+                .entry(key)
+                .or_insert_with(|| FixedWindow::with_clock(quota, clock.clone()));
+            let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
+            check_against_shadow(&d, shadow, n, &at);
+            let tally = admitted.entry(key).or_default();
+            tally.0 += if d.is_allowed() { n } else { 0 };
+            tally.1 += if e.is_allowed() { n } else { 0 };
+            assert!(
+                tally.0 <= tally.1,
+                "{at}: sketch {} > exact {}",
+                tally.0,
+                tally.1
+            );
+        }
+    }
+}
+
+#[test]
+fn fixed_window_agrees_with_the_exact_map_without_collisions() {
+    let mut rng = Rng(0xa9ee);
+    let mut denials = 0;
+    for case in 0..200 {
+        let limit = 1 + rng.below(8);
+        let period = Duration::from_millis(50 + rng.below(2_000));
+        let quota = Quota::new(limit, period).unwrap();
+        let clock = ManualClock::new();
+        let sketch = SketchLimiter::<u64, _>::with_clock(
+            quota,
+            SketchSize::columns(64 + rng.below(1_000)).unwrap(),
+            clock.clone(),
+        )
+        .with_hasher(Spread);
+        let exact =
+            KeyedLimiter::<u64, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+                .unwrap();
+        for i in 0..300 {
+            step(&mut rng, &clock, period, false);
+            let key = rng.below(64);
+            let n = cost(&mut rng, limit);
+            let (d, e) = (sketch.try_acquire_n(&key, n), exact.try_acquire_n(&key, n));
+            denials += usize::from(!e.is_allowed());
+            assert_eq!(d, e, "case {case} op {i} key {key} n {n}");
+        }
+    }
+    assert!(
+        denials > 1_000,
+        "the streams must reach the limits: {denials}"
+    );
+}
+
+/// A key's exact two-window weighted counter. As the exact limiters' words, it moves to a
+/// new window only when it counts there: time going back counts against the stored window.
+#[derive(Default, Clone, Copy)]
+struct TwoWindow {
+    window: u64,
+    cur: u64,
+    prev: u64,
+}
+
+impl TwoWindow {
+    /// The counter as of `t` (clock ns).
+    fn rolled(self, t: u64, len: u64) -> TwoWindow {
+        let current = t / len;
+        if current > self.window {
+            let prev = if current == self.window + 1 {
+                self.cur
+            } else {
+                0
+            };
+            TwoWindow {
+                window: current,
+                cur: 0,
+                prev,
+            }
+        } else {
+            self
+        }
+    }
+
+    /// The estimate at `t`.
+    fn estimate(&self, t: u64, len: u64) -> u64 {
+        let r = self.rolled(t, len);
+        let offset = t.saturating_sub(r.window * len).min(len);
+        let w = u128::from(r.prev) * u128::from(len - offset);
+        r.cur + w.div_ceil(u128::from(len)) as u64
+    }
+
+    /// Counts `n` at `t` (nothing, and no move, for a cost of 0).
+    fn charge(&mut self, t: u64, len: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        *self = self.rolled(t, len);
+        self.cur += n;
+    }
+}
+
+#[test]
+fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
+    let mut rng = Rng(0x511d);
+    for case in 0..300 {
+        let limit = 1 + rng.below(8);
+        let period = Duration::from_millis(100 + rng.below(900));
+        let len = period.as_nanos() as u64;
+        let quota = Quota::new(limit, period).unwrap();
+        let clock = ManualClock::new();
+        let wide = case % 2 == 0;
+        let columns = if wide { 64 } else { 1 + rng.below(4) };
+        let sketch = SketchLimiter::<u64, _>::try_sliding_with_clock(
+            quota,
+            SketchSize::columns(columns).unwrap(),
+            clock.clone(),
+        )
+        .unwrap()
+        .with_hasher(Spread);
+        // Narrow: keys collide (the invariant); wide: no key shares a column (equality).
+        let keys = if wide { 64 } else { 2 + rng.below(30) };
+        let mut own: HashMap<u64, TwoWindow> = HashMap::new();
+        let mut reference: HashMap<u64, TwoWindow> = HashMap::new();
+        for i in 0..400 {
+            step(&mut rng, &clock, period, !wide && case % 3 == 0);
+            let key = rng.below(keys);
+            let n = cost(&mut rng, limit);
+            let t = clock.now_nanos();
+            let d = sketch.try_acquire_n(&key, n);
+            let at = format!("case {case} op {i} key {key} n {n} at {t}");
+
+            let mine = own.entry(key).or_default();
+            let est = mine.estimate(t, len);
+            assert!(
+                d.remaining() <= limit.saturating_sub(est + if d.is_allowed() { n } else { 0 }),
+                "{at}: remaining {d:?} above the key's own ({est})"
+            );
+            if d.is_allowed() {
+                assert!(est + n <= limit, "{at}: admitted at estimate {est}");
+                mine.charge(t, len, n);
+            }
+            if wide {
+                let r = reference.entry(key).or_default();
+                let re = r.estimate(t, len);
+                let fits = n <= limit && re + n <= limit;
+                assert_eq!(d.is_allowed(), fits, "{at}: exact two-window says {fits}");
+                if fits {
+                    r.charge(t, len, n);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn racing_threads_on_one_column_never_pass_a_key_over_its_limit() {
+    let limit = 50;
+    let quota = Quota::per_second(limit).unwrap();
+    for _ in 0..20 {
+        let clock = ManualClock::new();
+        let sketch = SketchLimiter::<u64, _>::with_clock(
+            quota,
+            SketchSize::columns(1).unwrap(),
+            clock.clone(),
+        );
+        let per_key: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut got = [0u64; 6];
+                        for i in 0..600 {
+                            let key = i % 6;
+                            got[key as usize] += u64::from(sketch.try_acquire(&key).is_allowed());
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
+        });
+        assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
+        assert!(per_key.iter().sum::<u64>() > 0);
+    }
+}
+
+#[test]
+fn a_flood_of_one_shot_keys_at_the_documented_size_denies_few_legitimate_requests() {
+    let limit = 100;
+    let quota = Quota::per_second(limit).unwrap();
+    let (legit, per_legit, flood) = (1_000u64, 50u64, 200_000u64);
+    let size = SketchSize::for_load(flood + legit * per_legit, limit - per_legit, 0.01).unwrap();
+    let clock = ManualClock::new();
+    let sketch = SketchLimiter::<u64, _>::with_clock(quota, size, clock.clone());
+    let stride = (flood + legit * per_legit) / (legit * per_legit);
+    let (mut asked, mut denied, mut next_flood) = (0u64, 0u64, 1u64 << 40);
+    for i in 0..flood + legit * per_legit {
+        clock.advance(Duration::from_nanos(1));
+        if i % stride == 0 && asked < legit * per_legit {
+            asked += 1;
+            denied += u64::from(!sketch.try_acquire(&(asked % legit)).is_allowed());
+        } else {
+            next_flood += 1;
+            let _ = sketch.try_acquire(&next_flood);
+        }
+    }
+    let rate = denied as f64 / asked as f64;
+    assert!(
+        rate <= 0.01,
+        "false denials {rate} over {asked}, {} bytes",
+        sketch.bytes()
+    );
+}
