@@ -2,6 +2,28 @@
 //!
 //! Lock-free, high-throughput rate limiters for the hot path of proxies and load balancers.
 //!
+//! ## Quick start
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+//!
+//! // 5 requests per second, bursts of 5; time from a manual clock, as in tests (in production,
+//! // `TokenBucket::new(quota)` reads the default monotonic clock).
+//! let clock = ManualClock::new();
+//! let limiter = TokenBucket::with_clock(Quota::per_second(5)?, clock.clone());
+//! let passed = (0..10).filter(|_| limiter.try_acquire().is_allowed()).count();
+//! assert_eq!(passed, 5);
+//!
+//! let denied = limiter.try_acquire();
+//! assert_eq!(denied.retry_after(), Some(Duration::from_millis(200)));
+//! clock.advance(Duration::from_millis(200));
+//! assert!(limiter.try_acquire().is_allowed());
+//! # Ok::<(), tollgate::QuotaError>(())
+//! ```
+//!
+//! ## The limiters
+//!
 //! | limiter           | semantics                                              | state                 |
 //! |-------------------|--------------------------------------------------------|-----------------------|
 //! | [`TokenBucket`]   | GCRA: bursts up to `burst`, then `limit/period`, exact | one `AtomicU64`       |
@@ -26,23 +48,6 @@
 //! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
 //! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
 //!
-//! ```
-//! use std::time::Duration;
-//! use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
-//!
-//! // 5 requests per second, bursts of 5; time from a manual clock, as in tests.
-//! let clock = ManualClock::new();
-//! let limiter = TokenBucket::with_clock(Quota::per_second(5)?, clock.clone());
-//! let passed = (0..10).filter(|_| limiter.try_acquire().is_allowed()).count();
-//! assert_eq!(passed, 5);
-//!
-//! let denied = limiter.try_acquire();
-//! assert_eq!(denied.retry_after(), Some(Duration::from_millis(200)));
-//! clock.advance(Duration::from_millis(200));
-//! assert!(limiter.try_acquire().is_allowed());
-//! # Ok::<(), tollgate::QuotaError>(())
-//! ```
-//!
 //! ## Guarantees
 //!
 //! - **Exact at one instant**: N threads racing at a frozen time admit exactly
@@ -66,8 +71,20 @@
 //! 64-bit targets, lock-based where the target has no 64-bit compare-and-swap (thumbv7em,
 //! riscv32imc: see the README's platform table); on a target without any compare-and-swap (riscv32imc, thumbv6m) enable the `critical-section` feature and
 //! link a critical-section implementation.
+//!
+//! ## Features
+//!
+//! | feature            | what it adds                                                                |
+//! |--------------------|-----------------------------------------------------------------------------|
+//! | `std` (default)    | the std clocks, [`KeyedLimiter`], [`Leased`], [`Limits`], live quotas, metrics, waiting, the mutex twins |
+//! | `critical-section` | atomics inside a critical section, for targets without compare-and-swap      |
+//! | `serde`            | `Serialize`/`Deserialize` for [`Quota`]; with `std`, the keyed map's settings |
+//! | `tokio`            | `TokioTimer`: `until_ready(n).await` on tokio's timer (implies `std`)        |
+//! | `tracing`          | a `tracing` event (target `tollgate`, level DEBUG) for every denial a [`Metered`] limiter makes (implies `std`) |
 #![cfg_attr(not(feature = "std"), no_std)]
 #![forbid(unsafe_code)]
+// docs.rs (nightly): each feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // The docs link to the std-only items (MonotonicClock, baseline); without std those links
 // have no target, and only then.
 #![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]

@@ -405,8 +405,8 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// A live limiter that reads time from `clock`, or why `quota` does not fit.
     ///
     /// # Errors
-    /// What the algorithm's fixed-quota limiter refuses for `quota` ([`Algo::params`]); the
-    /// three live algorithms take every validated quota.
+    /// A [`QuotaError`] where the algorithm's fixed-quota limiter refuses `quota`; the three
+    /// live algorithms take every validated quota.
     ///
     /// ```
     /// use tollgate::{LiveSlidingWindow, ManualClock, Quota};

@@ -3,6 +3,8 @@
 //! tollgate's four rate limiters with their state on Redis or a Redis Cluster: one limit per
 //! key shared by every instance of a service, with the same [`Decision`]s as in process.
 //!
+//! ## Quick start
+//!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use tollgate::{Algorithm, Quota};
@@ -48,6 +50,8 @@
 //! instead, in nanoseconds: the in-process decision sequences replay on a real server with
 //! identical answers, all fields.
 #![warn(missing_docs)]
+// docs.rs (nightly): each feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod blocking;
 mod deny_cache;

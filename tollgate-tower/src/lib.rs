@@ -4,6 +4,8 @@
 //! tollgate's lock-free limiters, answering with the IETF `RateLimit` / `RateLimit-Policy`
 //! headers (draft-ietf-httpapi-ratelimit-headers) and `Retry-After`.
 //!
+//! ## Quick start
+//!
 //! ```
 //! use axum::{routing::get, Router};
 //! use tollgate::{Algorithm, Quota};
@@ -28,6 +30,8 @@
 //!   instance, the same layer with an async decision).
 //! - [`PolicyHeaders`]: the header values from a [`tollgate::Decision`], for other servers.
 #![warn(missing_docs)]
+// docs.rs (nightly): each feature-gated item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod headers;
