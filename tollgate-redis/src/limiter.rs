@@ -2,7 +2,7 @@
 //! cache, the failure policy.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -52,14 +52,14 @@ fn script_for(algorithm: Algorithm) -> (&'static str, &'static [&'static str]) {
                 include_str!("scripts/prelude.lua"),
                 include_str!("scripts/sliding_window.lua")
             ),
-            &[":sw"],
+            &[":swc"],
         ),
         Algorithm::SlidingLog => (
             concat!(
                 include_str!("scripts/prelude.lua"),
                 include_str!("scripts/sliding_log.lua")
             ),
-            &[":log", ":log:sum"],
+            &[":log"],
         ),
     }
 }
@@ -205,6 +205,10 @@ pub enum Source {
     /// A token of a lease the script granted earlier
     /// ([`RedisLimiterBuilder::leases`]).
     Lease,
+    /// Nobody: Redis answered with an error that is not an outage (a script or reply error,
+    /// a key of the wrong type, a test clock out of range). The request is denied whatever
+    /// the policy, and [`Checked::error`] says why.
+    Error,
 }
 
 /// A decision and who made it; `error` is why Redis did not, when it did not.
@@ -354,7 +358,12 @@ impl LocalClock {
 }
 
 struct Inner {
-    conn: Conn,
+    /// The connection; replaced by a fresh one after a `READONLY` reply (a demoted primary:
+    /// the name it was reached by may lead to the new primary now).
+    conn: RwLock<Conn>,
+    /// How to open that fresh connection (single server only; a cluster client refreshes its
+    /// own slot map).
+    reopen: Option<(redis::Client, ConnectionManagerConfig)>,
     algorithm: Algorithm,
     quota: Quota,
     plan: Plan,
@@ -549,11 +558,14 @@ impl RedisLimiterBuilder {
                         .set_number_of_retries(6)
                         .set_min_delay(Duration::from_millis(50))
                         .set_max_delay(Duration::from_secs(1));
-                    ConnectionManager::new_with_config(client, config)
+                    ConnectionManager::new_with_config(client.clone(), config.clone())
                         .await
-                        .map(Conn::Server)
+                        .map(|c| (Conn::Server(c), Some((client, config))))
                 }
-                Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+                Target::Cluster(client) => client
+                    .get_async_connection()
+                    .await
+                    .map(|c| (Conn::Cluster(c), None)),
                 Target::Invalid(what) => Err(RedisError::from((
                     ErrorKind::InvalidClientConfig,
                     "invalid Redis target",
@@ -561,10 +573,28 @@ impl RedisLimiterBuilder {
                 ))),
             }
         };
-        let conn = tokio::time::timeout(deadline, connect)
+        if self.prefix.iter().any(|&b| b == b'{' || b == b'}') {
+            return Err(Error::KeyPrefix(
+                String::from_utf8_lossy(&self.prefix).into_owned(),
+            ));
+        }
+        let (conn, reopen) = tokio::time::timeout(deadline, connect)
             .await
             .map_err(|_| Error::Timeout { after: deadline })?
             .map_err(Error::Connection)?;
+        // Scripts read `TIME` and replicate by their effects: Redis 5 or later.
+        let info = redis::cmd("INFO").arg("server").clone();
+        let info = tokio::time::timeout(deadline, conn.query(&info))
+            .await
+            .map_err(|_| Error::Timeout { after: deadline })?
+            .map_err(classify)?;
+        if let Some(version) = server_version(&info) {
+            if version < (5, 0) {
+                return Err(Error::ServerTooOld {
+                    version: format!("{}.{}", version.0, version.1),
+                });
+            }
+        }
         let (body, suffixes) = script_for(self.algorithm);
         let script = Script::new(body);
         let clock = match self.test_clock {
@@ -573,7 +603,8 @@ impl RedisLimiterBuilder {
         };
         let limiter = RedisLimiter {
             inner: Arc::new(Inner {
-                conn,
+                conn: RwLock::new(conn),
+                reopen,
                 algorithm: self.algorithm,
                 quota: self.quota,
                 plan,
@@ -597,12 +628,13 @@ impl RedisLimiterBuilder {
             }),
         };
         // Load the script where the keys live (on a cluster, EVALSHA reloads per node on demand).
-        if let Conn::Server(_) = limiter.inner.conn {
+        let conn = limiter.inner.conn();
+        if let Conn::Server(_) = conn {
             let load = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(limiter.inner.script.body)
                 .clone();
-            tokio::time::timeout(deadline, limiter.inner.conn.query(&load))
+            tokio::time::timeout(deadline, conn.query(&load))
                 .await
                 .map_err(|_| Error::Timeout { after: deadline })?
                 .map_err(Error::Connection)?;
@@ -762,8 +794,10 @@ impl RedisLimiter {
         join_in_order(calls).await
     }
 
-    /// Asks for `n` units for `key` and never fails: when Redis cannot answer, the failure
-    /// policy does, and [`Checked::source`] says who answered.
+    /// Asks for `n` units for `key` and never fails: when Redis cannot answer (an outage,
+    /// [`Error::is_unavailable`]), the failure policy does, and [`Checked::source`] says who
+    /// answered. Any other error is a bug, not an outage: it is denied (retry after 1 s) with
+    /// [`Source::Error`], never admitted by the policy.
     ///
     /// ```no_run
     /// # async fn f(l: tollgate_redis::RedisLimiter) {
@@ -783,22 +817,42 @@ impl RedisLimiter {
             },
             Err(error) => {
                 let c = &self.inner.counters;
-                let (decision, source) = match &self.inner.policy {
-                    FailurePolicy::FailOpen => (
-                        Decision::from_parts(true, 0, None, Duration::ZERO, false),
-                        Source::FailOpen,
-                    ),
-                    FailurePolicy::FailClosed { retry_after } => (
-                        Decision::from_parts(false, 0, Some(*retry_after), *retry_after, false),
-                        Source::FailClosed,
-                    ),
-                    FailurePolicy::Local(local) => (local.try_acquire_n(key, n), Source::Local),
-                };
-                bump(if decision.is_allowed() {
-                    &c.policy_allowed
+                let (decision, source) = if !error.is_unavailable() {
+                    // A bug (the script's, the reply's, the settings'): never admitted by
+                    // the policy, reported as an error.
+                    let retry = Duration::from_secs(1);
+                    (
+                        Decision::from_parts(false, 0, Some(retry), retry, false),
+                        Source::Error,
+                    )
                 } else {
-                    &c.policy_denied
-                });
+                    match &self.inner.policy {
+                        FailurePolicy::FailOpen => (
+                            Decision::from_parts(true, 0, None, Duration::ZERO, false),
+                            Source::FailOpen,
+                        ),
+                        FailurePolicy::FailClosed { retry_after } => (
+                            Decision::from_parts(
+                                false,
+                                0,
+                                Some(*retry_after),
+                                *retry_after,
+                                false,
+                            ),
+                            Source::FailClosed,
+                        ),
+                        FailurePolicy::Local(local) => {
+                            (local.try_acquire_n(key, n), Source::Local)
+                        }
+                    }
+                };
+                if source != Source::Error {
+                    bump(if decision.is_allowed() {
+                        &c.policy_allowed
+                    } else {
+                        &c.policy_denied
+                    });
+                }
                 Checked {
                     decision,
                     source,
@@ -823,8 +877,11 @@ impl RedisLimiter {
         if let Some(cache) = &self.inner.deny {
             cache.forget(key.as_ref());
         }
+        if let Some(leases) = &self.inner.leases {
+            leases.forget(key.as_ref());
+        }
         let cmd = redis::cmd("DEL").arg(&keys).clone();
-        self.with_deadline(self.inner.conn.query(&cmd))
+        self.with_deadline(self.inner.conn().query(&cmd))
             .await?
             .map(drop)
             .map_err(classify)
@@ -843,7 +900,7 @@ impl RedisLimiter {
     /// ```
     pub async fn ping(&self) -> Result<(), Error> {
         let cmd = redis::cmd("PING");
-        self.with_deadline(self.inner.conn.query(&cmd))
+        self.with_deadline(self.inner.conn().query(&cmd))
             .await?
             .map(drop)
             .map_err(classify)
@@ -874,18 +931,29 @@ impl RedisLimiter {
 
     /// The Redis keys of `key`: `{prefix:key}` then the algorithm's suffix, so that every key
     /// of one limiter shares a cluster slot (the hash tag is the part up to the first `}`).
+    /// In `key`, `}` is written `\]` and `\` is written `\\`: no key ends the tag early (so
+    /// no key chooses its slot, or shares one tag with another), and distinct keys stay
+    /// distinct. The prefix has no braces (checked by `build`).
     fn keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
         let inner = &self.inner;
+        let mut tag = Vec::with_capacity(inner.prefix.len() + key.len() + 8);
+        tag.push(b'{');
+        tag.extend_from_slice(&inner.prefix);
+        tag.push(b':');
+        for &b in key {
+            match b {
+                b'}' => tag.extend_from_slice(b"\\]"),
+                b'\\' => tag.extend_from_slice(b"\\\\"),
+                _ => tag.push(b),
+            }
+        }
+        tag.push(b'}');
         inner
             .suffixes
             .iter()
             .map(|suffix| {
-                let mut k = Vec::with_capacity(inner.prefix.len() + key.len() + 12);
-                k.push(b'{');
-                k.extend_from_slice(&inner.prefix);
-                k.push(b':');
-                k.extend_from_slice(key);
-                k.push(b'}');
+                let mut k = Vec::with_capacity(tag.len() + suffix.len());
+                k.extend_from_slice(&tag);
                 k.extend_from_slice(suffix.as_bytes());
                 k
             })
@@ -993,22 +1061,71 @@ impl RedisLimiter {
         if lease > 0 {
             args.arg(lease);
         }
+        let conn = inner.conn();
         let call = async {
             let mut evalsha = redis::cmd("EVALSHA");
             evalsha.arg(&inner.script.sha);
-            let reply = match inner.conn.query(&with_args(evalsha, &args)).await {
+            let reply = match conn.query(&with_args(evalsha, &args)).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     let mut eval = redis::cmd("EVAL");
                     eval.arg(inner.script.body);
-                    inner.conn.query(&with_args(eval, &args)).await
+                    conn.query(&with_args(eval, &args)).await
                 }
                 other => other,
             };
-            reply.map_err(classify)
+            reply.map_err(|e| {
+                if e.code() == Some("READONLY") {
+                    inner.reopen();
+                }
+                classify(e)
+            })
         };
         let reply = self.with_deadline(call).await??;
         decision(&reply, inner.unit)
     }
+}
+
+impl Inner {
+    /// The current connection (a cheap clone of a shared, multiplexed one).
+    fn conn(&self) -> Conn {
+        match self.conn.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the connection with a fresh one to the same target, connected on first use:
+    /// after a `READONLY` reply the old one is attached to a replica.
+    fn reopen(&self) {
+        let Some((client, config)) = &self.reopen else {
+            return;
+        };
+        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+        {
+            let mut c = match self.conn.write() {
+                Ok(c) => c,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            *c = Conn::Server(fresh);
+        }
+    }
+}
+
+/// `(major, minor)` from an `INFO server` reply's `redis_version`.
+fn server_version(info: &Value) -> Option<(u32, u32)> {
+    let text = match info {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    let v = text
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))?;
+    let mut parts = v.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
 }
 
 /// Runs `calls` together, first polled in order (so on one connection they are sent, and run
@@ -1046,8 +1163,23 @@ fn with_args(mut head: Cmd, args: &Cmd) -> Cmd {
     head
 }
 
-/// A script's own error (a server error reply) or the connection's.
+/// The server error codes that say Redis cannot serve now, not that the script is wrong.
+const OUTAGE_CODES: [&str; 7] = [
+    "LOADING",
+    "BUSY",
+    "OOM",
+    "READONLY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+];
+
+/// An outage (the connection's, or a server that cannot serve now), or a script's own error
+/// (a server error reply), or a reply that is not the script's.
 fn classify(e: RedisError) -> Error {
+    if e.code().is_some_and(|c| OUTAGE_CODES.contains(&c)) {
+        return Error::Unavailable(e);
+    }
     match e.kind() {
         ErrorKind::Server(_) | ErrorKind::Extension => Error::Script(e),
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::BadReply(e.to_string()),
