@@ -10,7 +10,8 @@
 -- Another length's state (or the text "k count" of an earlier release): if its window is
 -- still open, its count counts in the current window of this length (so it is forgotten at
 -- this window's end, never later); a closed one counts nothing. A count above a lower limit
--- answers remaining 0 and waits for the window's end: never an error, never a negative.
+-- answers remaining 0 and waits for the window's end: never an error, never a negative. The
+-- converted state is written at once (the one write a denial can make).
 local len, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- A later window starts from zero; an earlier one (time went back) counts against the stored.
@@ -30,6 +31,12 @@ if stored then
     if w >= window then window, count = w, c end
   elseif l < 0 or (w + 1) * l > now then
     count = c
+  end
+  if l ~= len and count > 0 then
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old window (which may outlast this one).
+    redis.call('SET', KEYS[1], struct.pack('ddd', window, count, len),
+      'PX', ttl_ms((window + 1) * len - now))
   end
 end
 local window_end = (window + 1) * len

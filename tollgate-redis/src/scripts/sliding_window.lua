@@ -11,6 +11,7 @@
 -- l and k' slots counts until (e + k' + 1) x l) count in the current slot of this quota, so
 -- they are forgotten within this quota's own period, never later. A total above a lower limit
 -- answers remaining 0, and a retry when enough of it leaves: never an error, never a negative.
+-- The converted state is written at once (the one write a denial can make).
 local len, limit, k = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local cur = (now - fmod(now, len)) / len
@@ -34,6 +35,14 @@ if stored then
     counts[1] = carried
   else
     counts[1] = limit -- unreadable: counted as full for one period, never as empty
+  end
+  if head == cur and counts[1] > 0 and not (v and v[1] == len and size == k + 3) then
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old slots (which may outlast this quota's).
+    local out = {len, cur, counts[1]}
+    for j = 2, k + 1 do out[j + 2] = 0 end
+    redis.call('SET', KEYS[1], struct.pack(string.rep('d', k + 3), unpack(out)),
+      'PX', ttl_ms((cur + k + 1) * len - now))
   end
 end
 local first = cur - k

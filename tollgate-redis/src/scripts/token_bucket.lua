@@ -1,6 +1,6 @@
--- GCRA token bucket. KEYS[1]: a string, struct.pack('dddd', U, R, scale, capacity): the
--- theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the scale and
--- capacity (ticks) of the quota it was counted under. Absent: a full bucket.
+-- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
+-- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
+-- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
 -- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then
 --       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale,
 --       and optionally lease: when n passes, take up to this many (at least n) for the client
@@ -11,11 +11,14 @@
 -- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
 -- the client); a denial writes nothing. One script call is atomic: no ordering to reason about.
 --
--- Another quota's state (other scale or capacity, or the text "U R" of an earlier release):
--- what it still owed, max(tat - now, 0) rounded up to whole units, counts in this quota's
--- ticks, at most a drained bucket of this quota. So a lower or slower quota decides at once
--- from a bucket no fuller than the stored one, and never waits longer than its own drained
--- bucket would (retry_after at most one interval per token asked).
+-- Another quota's state (other interval, scale or capacity): the tokens it still owed,
+-- ceil(max(tat - now, 0) / its interval), are owed in this quota's intervals, at most a
+-- drained bucket of this quota. So the new quota decides at once, admits no token the old
+-- state had spent, and never waits longer than its own drained bucket would (retry_after at
+-- most one interval per token asked). The text "U R" of an earlier release (no interval
+-- known): the time it owed, rounded up to whole units, at most a drained bucket. The
+-- converted state is written at once (the one write a denial can make): from then on the
+-- key is this quota's.
 local interval, capacity, scale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local lease = tonumber(ARGV[8] or '0')
 
@@ -23,21 +26,34 @@ local lease = tonumber(ARGV[8] or '0')
 local diff = 0
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local u, r, s, c
-  if #stored == 32 then
-    u, r, s, c = struct.unpack('dddd', stored)
+  local u, r, i, s, c
+  if #stored == 40 then
+    u, r, i, s, c = struct.unpack('ddddd', stored)
   else
     u, r = string.match(stored, '^(%d+) (%d+)$')
-    u, r, s = tonumber(u), tonumber(r), -1
+    u, r, i = tonumber(u), tonumber(r), -1
   end
   if not r then
     diff = capacity -- unreadable: counted as drained, never as full
-  elseif s == scale and c == capacity then
+  elseif i == interval and s == scale and c == capacity then
     if u >= now then diff = (u - now) * scale + r end
   elseif u >= now then
-    if r > 0 then u = u + 1 end
-    diff = (u - now) * scale
-    if diff > capacity then diff = capacity end
+    if i > 0 then
+      local owed = (u - now) * s + r
+      local rt = fmod(owed, i)
+      local tokens = (owed - rt) / i + (rt > 0 and 1 or 0)
+      diff = capacity
+      if tokens < capacity / interval then diff = tokens * interval end
+    else
+      if r > 0 then u = u + 1 end
+      diff = capacity
+      if u - now < capacity / scale then diff = (u - now) * scale end
+    end
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old state (which would owe the same tokens anew and never let one pass).
+    local rd = fmod(diff, scale)
+    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (diff - rd) / scale, rd, interval,
+      scale, capacity), 'PX', ttl_ms((diff - rd) / scale + 1))
   end
 end
 
@@ -63,8 +79,8 @@ if new_diff <= capacity then
   local rs = fmod(new_diff, scale)
   local full = (new_diff - rs) / scale + (rs > 0 and 1 or 0)
   if n > 0 then
-    redis.call('SET', KEYS[1], struct.pack('dddd', now + (new_diff - rs) / scale, rs, scale,
-      capacity), 'PX', ttl_ms(full))
+    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
+      interval, scale, capacity), 'PX', ttl_ms(full))
   end
   return {1, (left - fmod(left, interval)) / interval, -1, full, 0, taken}
 end
