@@ -552,6 +552,7 @@ impl RedisLimiterBuilder {
         let connect = async {
             match self.target {
                 Target::Server(client) => {
+                    let client = with_tcp_settings(client)?;
                     let config = ConnectionManagerConfig::new()
                         .set_connection_timeout(Some(deadline))
                         .set_response_timeout(None)
@@ -1109,6 +1110,20 @@ impl Inner {
             *c = Conn::Server(fresh);
         }
     }
+}
+
+/// `TCP_NODELAY` (a check is one small write: never held back for the next one) and keepalive
+/// probes after 30 s idle (a peer gone without a FIN is found), unless the client's own
+/// settings already ask for keepalive.
+fn with_tcp_settings(client: redis::Client) -> redis::RedisResult<redis::Client> {
+    let info = client.get_connection_info().clone();
+    let mut tcp = info.tcp_settings().clone().set_nodelay(true);
+    if tcp.keepalive().is_none() {
+        tcp = tcp.set_keepalive(
+            redis::io::tcp::socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)),
+        );
+    }
+    redis::Client::open(info.set_tcp_settings(tcp))
 }
 
 /// `(major, minor)` from an `INFO server` reply's `redis_version`.

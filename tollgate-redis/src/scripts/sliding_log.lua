@@ -54,9 +54,11 @@ if n > limit then
 end
 if live + n <= limit then
   if n == 0 then return {1, remaining, -1, reset, 0} end
-  -- Expired entries (at - s >= period) still stored: trimmed by an admission only.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+  -- ZADD first: a script's first write decides whether a full server (maxmemory) refuses
+  -- it, and a trim alone would not be refused. Expired entries (at - s >= period) still
+  -- stored are trimmed by an admission only; the new member scores above the cutoff.
   redis.call('ZADD', key, at, struct.pack('>dd', top + n, n))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
   redis.call('PEXPIRE', key, ttl_ms(at + period - now))
   return {1, remaining - n, -1, at + period - now, 0}
 end
