@@ -61,8 +61,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    // (name, body, number of keys, key suffix, arguments as the limiter sends them: n, now
-    // ('' = TIME), least TTL, units per ms, then the quota's).
+    // (name, body, key suffix, arguments as the limiter sends them: n, now ('' = TIME), then
+    // the quota's).
     let body = |alg: &str| format!("{PRELUDE}{alg}");
     let scripts: Vec<(&str, String, &str, Vec<&str>)> = vec![
         ("INCR", INCR.to_owned(), "incr", vec!["60000", "1000000000"]),
@@ -71,27 +71,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "token_bucket",
             body(include_str!("../src/scripts/token_bucket.lua")),
             "tb",
-            vec!["1", "", "0", "1000", "1", "1000000", "1"],
+            vec!["1", "", "1", "1000000", "1"],
         ),
         // 1,000,000 per minute.
         (
             "fixed_window",
             body(include_str!("../src/scripts/fixed_window.lua")),
             "fw",
-            vec!["1", "", "0", "1000", "60000000", "1000000"],
+            vec!["1", "", "60000000", "1000000"],
         ),
         // 1,000,000 per minute in 8 slots of 7.5 s.
         (
             "sliding_window",
             body(include_str!("../src/scripts/sliding_window.lua")),
             "swc",
-            vec!["1", "", "0", "1000", "7500000", "1000000", "8"],
+            vec!["1", "", "7500000", "1000000", "8"],
         ),
         (
             "sliding_log",
             body(include_str!("../src/scripts/sliding_log.lua")),
             "log",
-            vec!["1", "", "0", "1000", "60000000", "1000000"],
+            vec!["1", "", "60000000", "1000000"],
         ),
     ];
     let mut shas = Vec::new();

@@ -376,7 +376,6 @@ struct Inner {
     leases: Option<Leases>,
     clock: LocalClock,
     unit: Unit,
-    min_ttl_ms: u64,
     breaker: Breaker,
     counters: Counters,
 }
@@ -616,7 +615,6 @@ impl RedisLimiterBuilder {
                 policy: self.policy,
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
                 leases: self.leases.map(|(size, life)| Leases::new(size, life)),
-                min_ttl_ms: if unit == Unit::Nanos { 3_600_000 } else { 0 },
                 clock,
                 unit,
                 breaker: Breaker {
@@ -1056,8 +1054,6 @@ impl RedisLimiter {
             .arg(&keys)
             .arg(n.min(plan.capacity + 1))
             .arg(time)
-            .arg(inner.min_ttl_ms)
-            .arg(inner.unit.per_ms())
             .arg(&plan.args[..plan.arity]);
         if lease > 0 {
             args.arg(lease);
@@ -1203,21 +1199,34 @@ fn classify(e: RedisError) -> Error {
 }
 
 /// The script's five integers as a decision, times converted from the script's unit to ns;
-/// and a sixth, the units taken, after an admission with a lease.
+/// and a sixth, the units taken, after an admission with a lease. The scripts reply with one
+/// string of space-separated integers; an array of integers is read the same.
 fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error> {
     let bad = || Error::BadReply(format!("{reply:?}"));
-    let Value::Array(items) = reply else {
-        return Err(bad());
-    };
     let mut v = [0i64; 6];
-    if items.len() != 5 && items.len() != 6 {
-        return Err(bad());
+    let mut len = 0;
+    match reply {
+        Value::BulkString(bytes) => {
+            let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
+            for word in text.split(' ') {
+                let slot = v.get_mut(len).ok_or_else(bad)?;
+                *slot = word.parse().map_err(|_| bad())?;
+                len += 1;
+            }
+        }
+        Value::Array(items) if items.len() <= 6 => {
+            for (slot, item) in v.iter_mut().zip(items) {
+                let Value::Int(i) = item else {
+                    return Err(bad());
+                };
+                *slot = *i;
+            }
+            len = items.len();
+        }
+        _ => return Err(bad()),
     }
-    for (slot, item) in v.iter_mut().zip(items) {
-        let Value::Int(i) = item else {
-            return Err(bad());
-        };
-        *slot = *i;
+    if len != 5 && len != 6 {
+        return Err(bad());
     }
     let [allowed, remaining, retry, reset, exceeds, taken] = v;
     if remaining < 0 || reset < 0 || retry < -1 || taken < 0 {
@@ -1231,7 +1240,7 @@ fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error>
         ns(reset),
         exceeds == 1,
     );
-    Ok((d, (items.len() == 6).then_some(taken as u64)))
+    Ok((d, (len == 6).then_some(taken as u64)))
 }
 
 #[cfg(test)]
@@ -1249,6 +1258,8 @@ mod tests {
         ]);
         let (d, taken) = decision(&reply, Unit::Micros).unwrap();
         assert_eq!(taken, None);
+        let text = Value::BulkString(b"0 2 1500 3000 0".to_vec());
+        assert_eq!(decision(&text, Unit::Micros).unwrap(), (d, None));
         assert!(!d.is_allowed() && !d.exceeds_capacity());
         assert_eq!(d.remaining(), 2);
         assert_eq!(d.retry_after(), Some(Duration::from_micros(1_500)));
@@ -1262,6 +1273,10 @@ mod tests {
             Value::Array(vec![Value::Int(1); 4]),
             Value::Array(vec![Value::Int(-5); 5]),
             Value::Array(vec![Value::Nil; 5]),
+            Value::BulkString(b"1 2 3".to_vec()),
+            Value::BulkString(b"1 2 x 4 5".to_vec()),
+            Value::BulkString(b"1 -2 3 4 5".to_vec()),
+            Value::BulkString(b"1 2 3 4 5 6 7".to_vec()),
         ] {
             assert!(matches!(
                 decision(&reply, Unit::Nanos),

@@ -1,8 +1,8 @@
 -- Fixed window: windows [k*len, (k+1)*len) from the clock's zero (the Unix epoch on Redis
 -- TIME). KEYS[1]: a string, struct.pack('ddd', k, count, len): the window counted last, its
 -- count, and the length it was counted in. Absent: nothing counted.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- ARGV: n, now (see prelude.lua), then len, limit.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
 -- Invariant: the count stored for a window never exceeds the limit it was admitted under.
 -- Integers only, all below 2^53 (checked by the client); a denial writes nothing. One script
 -- call is atomic.
@@ -12,7 +12,7 @@
 -- this window's end, never later); a closed one counts nothing. A count above a lower limit
 -- answers remaining 0 and waits for the window's end: never an error, never a negative. The
 -- converted state is written at once (the one write a denial can make).
-local len, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+local len, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A later window starts from zero; an earlier one (time went back) counts against the stored.
 local window, count = (now - fmod(now, len)) / len, 0
@@ -46,7 +46,7 @@ if left < 0 then left = 0 end
 if n > limit then
   local reset = 0
   if count > 0 and window_end > now then reset = window_end - now end
-  return {0, left, -1, reset, 1}
+  return string.format('%d %d %d %d %d', 0, left, -1, reset, 1)
 end
 if count + n <= limit then
   if n > 0 then
@@ -55,8 +55,8 @@ if count + n <= limit then
   end
   local reset = 0
   if count + n > 0 and window_end > now then reset = window_end - now end
-  return {1, left - n, -1, reset, 0}
+  return string.format('%d %d %d %d %d', 1, left - n, -1, reset, 0)
 end
 local retry = window_end - now
 if retry < 0 then retry = 0 end
-return {0, left, retry, retry, 0}
+return string.format('%d %d %d %d %d', 0, left, retry, retry, 0)

@@ -6,8 +6,8 @@
 -- the integers do, also between members of one score). So the live weight is the newest C
 -- minus the C before the oldest live member (its C - w): two reads, no sum kept apart. One
 -- key: nothing to lose or evict apart from the log itself.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then period, limit.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- ARGV: n, now (see prelude.lua), then period, limit.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
 -- Invariant: the live members (at - s < period) never weigh more than the limit they were
 -- admitted under. One script call is atomic. Integers only, all below 2^53 (checked by the
 -- client; C reaches 2^53 only after 2^53 units admitted on one key with no pause of a period).
@@ -18,7 +18,7 @@
 -- answers remaining 0, and a retry when enough of it leaves: never an error. Members of
 -- another format (an earlier release's "seq:n") are not counted from: the key is denied until
 -- its newest member leaves (at most one period), then expires.
-local period, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+local period, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 local key = KEYS[1]
 
 -- Entries are recorded in time order: the limiter's now is max(now, newest entry).
@@ -29,7 +29,7 @@ if last[1] then
   if #last[1] ~= 16 then
     local wait = newest + period - now
     if wait < 1 then wait = 1 end
-    return {0, 0, wait, wait, n > limit and 1 or 0}
+    return string.format('%d %d %d %d %d', 0, 0, wait, wait, n > limit and 1 or 0)
   end
   top = struct.unpack('>d', last[1])
 end
@@ -50,17 +50,17 @@ local reset = 0
 if live > 0 and newest + period > now then reset = newest + period - now end
 
 if n > limit then
-  return {0, remaining, -1, reset, 1}
+  return string.format('%d %d %d %d %d', 0, remaining, -1, reset, 1)
 end
 if live + n <= limit then
-  if n == 0 then return {1, remaining, -1, reset, 0} end
+  if n == 0 then return string.format('%d %d %d %d %d', 1, remaining, -1, reset, 0) end
   -- ZADD first: a script's first write decides whether a full server (maxmemory) refuses
   -- it, and a trim alone would not be refused. Expired entries (at - s >= period) still
   -- stored are trimmed by an admission only; the new member scores above the cutoff.
   redis.call('ZADD', key, at, struct.pack('>dd', top + n, n))
   redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
   redis.call('PEXPIRE', key, ttl_ms(at + period - now))
-  return {1, remaining - n, -1, at + period - now, 0}
+  return string.format('%d %d %d %d %d', 1, remaining - n, -1, at + period - now, 0)
 end
 -- Denied: the live member, oldest first, whose leaving frees enough (live + n - limit). Every
 -- member weighs at least 1, so the oldest `need` live members are enough to find it.
@@ -71,8 +71,8 @@ for i = 1, #oldest, 2 do
   if struct.unpack('>d', oldest[i]) - base >= need then
     local retry = tonumber(oldest[i + 1]) + period - now
     if retry < 0 then retry = 0 end
-    return {0, remaining, retry, reset, 0}
+    return string.format('%d %d %d %d %d', 0, remaining, retry, reset, 0)
   end
 end
 -- Not found (members removed by hand): fail closed, a full period.
-return {0, remaining, period, reset, 0}
+return string.format('%d %d %d %d %d', 0, remaining, period, reset, 0)

@@ -1,8 +1,8 @@
 -- Sliding-window counter: the period split into k slots of len units; slot e counts until
 -- slot e + k + 1 begins. KEYS[1]: a string, struct.pack of k + 3 doubles: len, the epoch E of
 -- the slot being filled, then the counts of slots E, E - 1, ..., E - k. Absent: nothing counted.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit, k.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- ARGV: n, now (see prelude.lua), then len, limit, k.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
 -- Invariant: the live slots (cur - k ..= cur) never hold more than the limit they were admitted
 -- under. Integers only, all below 2^53 (checked by the client); a denial writes nothing. One
 -- script call is atomic.
@@ -12,7 +12,7 @@
 -- they are forgotten within this quota's own period, never later. A total above a lower limit
 -- answers remaining 0, and a retry when enough of it leaves: never an error, never a negative.
 -- The converted state is written at once (the one write a denial can make).
-local len, limit, k = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local len, limit, k = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local cur = (now - fmod(now, len)) / len
 local head, counts = cur, {}
@@ -67,10 +67,10 @@ if newest then
 end
 
 if n > limit then
-  return {0, remaining, -1, reset, 1}
+  return string.format('%d %d %d %d %d', 0, remaining, -1, reset, 1)
 end
 if total + n <= limit then
-  if n == 0 then return {1, remaining, -1, reset, 0} end
+  if n == 0 then return string.format('%d %d %d %d %d', 1, remaining, -1, reset, 0) end
   local out = {len, cur}
   local shift = cur - head
   for j = 1, k + 1 do
@@ -84,7 +84,7 @@ if total + n <= limit then
   if gone < 0 then gone = 0 end
   redis.call('SET', KEYS[1], struct.pack(string.rep('d', k + 3), unpack(out)),
     'PX', ttl_ms(gone))
-  return {1, remaining - n, -1, gone, 0}
+  return string.format('%d %d %d %d %d', 1, remaining - n, -1, gone, 0)
 end
 -- Denied: the first slot whose leaving frees enough.
 local left = total
@@ -99,4 +99,4 @@ for e = first, cur do
 end
 local retry = pass_at - now
 if retry < 0 then retry = 0 end
-return {0, remaining, retry, reset, 0}
+return string.format('%d %d %d %d %d', 0, remaining, retry, reset, 0)

@@ -1,11 +1,11 @@
 -- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
 -- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
 -- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then
+-- ARGV: n, now (see prelude.lua), then
 --       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale,
 --       and optionally lease: when n passes, take up to this many (at least n) for the client
 --       to spend itself.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
 --        and after an admission with a lease, the units taken.
 -- Invariant: after every admission tat <= max(tat, now) + capacity, so any span [t0, t1]
 -- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
@@ -19,8 +19,8 @@
 -- known): the time it owed, rounded up to whole units, at most a drained bucket. The
 -- converted state is written at once (the one write a denial can make): from then on the
 -- key is this quota's.
-local interval, capacity, scale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local lease = tonumber(ARGV[8] or '0')
+local interval, capacity, scale = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local lease = tonumber(ARGV[6] or '0')
 
 -- diff = max(tat - now, 0) in ticks.
 local diff = 0
@@ -62,8 +62,8 @@ if cost > capacity then
   local left = capacity - diff
   if left < 0 then left = 0 end
   local rs = fmod(diff, scale)
-  return {0, (left - fmod(left, interval)) / interval, -1,
-    (diff - rs) / scale + (rs > 0 and 1 or 0), 1}
+  return string.format('%d %d %d %d %d', 0, (left - fmod(left, interval)) / interval, -1,
+    (diff - rs) / scale + (rs > 0 and 1 or 0), 1)
 end
 local new_diff = diff + cost
 if new_diff <= capacity then
@@ -82,7 +82,7 @@ if new_diff <= capacity then
     redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
       interval, scale, capacity), 'PX', ttl_ms(full))
   end
-  return {1, (left - fmod(left, interval)) / interval, -1, full, 0, taken}
+  return string.format('%d %d %d %d %d %d', 1, (left - fmod(left, interval)) / interval, -1, full, 0, taken)
 end
 local remaining = 0
 if n ~= 1 then
@@ -91,5 +91,5 @@ if n ~= 1 then
 end
 local over = new_diff - capacity
 local ro, rd = fmod(over, scale), fmod(diff, scale)
-return {0, remaining, (over - ro) / scale + (ro > 0 and 1 or 0),
-  (diff - rd) / scale + (rd > 0 and 1 or 0), 0}
+return string.format('%d %d %d %d %d', 0, remaining, (over - ro) / scale + (ro > 0 and 1 or 0),
+  (diff - rd) / scale + (rd > 0 and 1 or 0), 0)
