@@ -96,7 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     let mut shas = Vec::new();
     for (_, body, _, _) in &scripts {
-        let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(body).query(&mut conn)?;
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(body)
+            .query(&mut conn)?;
         shas.push(sha);
     }
     let benchmark = Command::new("redis-benchmark")
@@ -109,7 +112,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..ROUNDS {
         for (i, (_, _, suffix, args)) in scripts.iter().enumerate() {
             redis::cmd("FLUSHALL").query::<()>(&mut conn)?;
-            redis::cmd("CONFIG").arg("RESETSTAT").query::<()>(&mut conn)?;
+            redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query::<()>(&mut conn)?;
             if benchmark {
                 let key = format!("{{bench:__rand_int__}}:{suffix}");
                 let status = Command::new("redis-benchmark")

@@ -831,18 +831,10 @@ impl RedisLimiter {
                             Source::FailOpen,
                         ),
                         FailurePolicy::FailClosed { retry_after } => (
-                            Decision::from_parts(
-                                false,
-                                0,
-                                Some(*retry_after),
-                                *retry_after,
-                                false,
-                            ),
+                            Decision::from_parts(false, 0, Some(*retry_after), *retry_after, false),
                             Source::FailClosed,
                         ),
-                        FailurePolicy::Local(local) => {
-                            (local.try_acquire_n(key, n), Source::Local)
-                        }
+                        FailurePolicy::Local(local) => (local.try_acquire_n(key, n), Source::Local),
                     }
                 };
                 if source != Source::Error {
@@ -1097,8 +1089,7 @@ impl Inner {
         let Some((client, config)) = &self.reopen else {
             return;
         };
-        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
-        {
+        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(client.clone(), config.clone()) {
             let mut c = match self.conn.write() {
                 Ok(c) => c,
                 Err(poisoned) => poisoned.into_inner(),

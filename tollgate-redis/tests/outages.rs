@@ -16,7 +16,12 @@ use tollgate_redis::{Error, FailurePolicy, RedisLimiter, Source};
 const DEADLINE: Duration = Duration::from_millis(300);
 const SLACK: Duration = Duration::from_millis(300);
 
-async fn limiter(url: String, algorithm: Algorithm, quota: Quota, policy: FailurePolicy) -> RedisLimiter {
+async fn limiter(
+    url: String,
+    algorithm: Algorithm,
+    quota: Quota,
+    policy: FailurePolicy,
+) -> RedisLimiter {
     RedisLimiter::builder(url, algorithm, quota)
         .timeout(DEADLINE)
         .deny_cache(0)
@@ -42,7 +47,10 @@ async fn busy_and_oom_are_outages_and_a_wrong_type_is_a_bug() {
         let open = limiter(server.url(), algorithm, quota, FailurePolicy::FailOpen).await;
 
         // OOM: maxmemory below what is used; the script's write is refused.
-        assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(), "OK");
+        assert_eq!(
+            server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(),
+            "OK"
+        );
         let e = open.try_acquire("oom").await.unwrap_err();
         assert!(e.is_unavailable(), "{algorithm:?}: {e}");
         assert_eq!(code(&e).as_deref(), Some("OOM"), "{algorithm:?}: {e}");
@@ -55,12 +63,19 @@ async fn busy_and_oom_are_outages_and_a_wrong_type_is_a_bug() {
         let key = format!("{{tollgate:wrong}}:{}", suffix(algorithm));
         server.cli(&["LPUSH", &key, "x"]);
         let e = open.try_acquire("wrong").await.unwrap_err();
-        assert!(matches!(e, Error::Script(_)) && !e.is_unavailable(), "{algorithm:?}: {e}");
+        assert!(
+            matches!(e, Error::Script(_)) && !e.is_unavailable(),
+            "{algorithm:?}: {e}"
+        );
         assert_eq!(code(&e).as_deref(), Some("WRONGTYPE"));
         let c = open.check("wrong", 1).await;
         assert_eq!(c.source, Source::Error, "{algorithm:?}");
         assert!(!c.decision.is_allowed());
-        assert_eq!(open.stats().policy_allowed, 1, "{algorithm:?}: only the OOM call");
+        assert_eq!(
+            open.stats().policy_allowed,
+            1,
+            "{algorithm:?}: only the OOM call"
+        );
     }
 
     // BUSY: a script running past busy-reply-threshold; every other command is refused.
@@ -69,25 +84,39 @@ async fn busy_and_oom_are_outages_and_a_wrong_type_is_a_bug() {
         server.url(),
         Algorithm::TokenBucket,
         Quota::per_hour(5).unwrap(),
-        FailurePolicy::FailClosed { retry_after: Duration::from_millis(700) },
+        FailurePolicy::FailClosed {
+            retry_after: Duration::from_millis(700),
+        },
     )
     .await;
     let mut busy = Command::new("redis-cli")
-        .args(["-p", &server.port.to_string(), "EVAL", "while true do end", "0"])
+        .args([
+            "-p",
+            &server.port.to_string(),
+            "EVAL",
+            "while true do end",
+            "0",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let start = Instant::now();
     while !server.cli(&["PING"]).starts_with("BUSY") {
-        assert!(start.elapsed() < Duration::from_secs(5), "the server never got busy");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the server never got busy"
+        );
     }
     let start = Instant::now();
     let c = closed.check("k", 1).await;
     assert!(start.elapsed() < DEADLINE + SLACK, "{:?}", start.elapsed());
     assert_eq!(c.source, Source::FailClosed);
     let e = c.error.unwrap();
-    assert!(e.is_unavailable() && code(&e).as_deref() == Some("BUSY"), "{e}");
+    assert!(
+        e.is_unavailable() && code(&e).as_deref() == Some("BUSY"),
+        "{e}"
+    );
     server.cli(&["SCRIPT", "KILL"]);
     let _ = busy.wait();
     assert!(closed.try_acquire("k").await.unwrap().is_allowed());
@@ -121,11 +150,23 @@ async fn a_promoted_replica_takes_over_and_the_demoted_primary_is_an_outage() {
     let port = |s: &RedisServer| s.port.to_string();
     b.cli(&["REPLICAOF", "127.0.0.1", &port(&a)]);
     let start = Instant::now();
-    while !b.cli(&["INFO", "replication"]).contains("master_link_status:up") {
-        assert!(start.elapsed() < Duration::from_secs(10), "replica never synced");
+    while !b
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "replica never synced"
+        );
     }
     let quota = Quota::per_hour(10).unwrap();
-    let on_a = limiter(a.url(), Algorithm::TokenBucket, quota, FailurePolicy::FailOpen).await;
+    let on_a = limiter(
+        a.url(),
+        Algorithm::TokenBucket,
+        quota,
+        FailurePolicy::FailOpen,
+    )
+    .await;
     let mut admitted = 0;
     for _ in 0..6 {
         admitted += u64::from(on_a.try_acquire("k").await.unwrap().is_allowed());
@@ -138,14 +179,23 @@ async fn a_promoted_replica_takes_over_and_the_demoted_primary_is_an_outage() {
     let c = on_a.check("k", 1).await;
     assert_eq!(c.source, Source::FailOpen);
     let e = c.error.unwrap();
-    assert!(e.is_unavailable() && code(&e).as_deref() == Some("READONLY"), "{e}");
+    assert!(
+        e.is_unavailable() && code(&e).as_deref() == Some("READONLY"),
+        "{e}"
+    );
     // The connection was replaced: the next call opens a new one.
     let _ = on_a.try_acquire("k").await;
     assert!(connections(&a) > before, "no reconnect after READONLY");
 
     // The new primary: scripts absent (never replicated), state present.
     assert_eq!(b.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
-    let on_b = limiter(b.url(), Algorithm::TokenBucket, quota, FailurePolicy::FailOpen).await;
+    let on_b = limiter(
+        b.url(),
+        Algorithm::TokenBucket,
+        quota,
+        FailurePolicy::FailOpen,
+    )
+    .await;
     b.cli(&["SCRIPT", "FLUSH"]);
     for _ in 0..10 {
         admitted += u64::from(on_b.try_acquire("k").await.unwrap().is_allowed());
@@ -167,7 +217,9 @@ async fn calls_queued_behind_a_frozen_server_are_counted_not_admitted() {
                 server.url(),
                 Algorithm::FixedWindow,
                 quota,
-                FailurePolicy::FailClosed { retry_after: Duration::from_secs(1) },
+                FailurePolicy::FailClosed {
+                    retry_after: Duration::from_secs(1),
+                },
             )
             .await,
         );
@@ -179,7 +231,11 @@ async fn calls_queued_behind_a_frozen_server_are_counted_not_admitted() {
         tasks.push(tokio::spawn(async move {
             let start = Instant::now();
             let c = l.check("k", 2).await;
-            (start.elapsed(), c.source, c.error.map(|e| e.is_unavailable()))
+            (
+                start.elapsed(),
+                c.source,
+                c.error.map(|e| e.is_unavailable()),
+            )
         }));
     }
     for t in tasks {
@@ -197,5 +253,9 @@ async fn calls_queued_behind_a_frozen_server_are_counted_not_admitted() {
             admitted += u64::from(l.try_acquire("k").await.unwrap().is_allowed());
         }
     }
-    assert_eq!(admitted, 1 + 11, "never above the quota less what was counted");
+    assert_eq!(
+        admitted,
+        1 + 11,
+        "never above the quota less what was counted"
+    );
 }

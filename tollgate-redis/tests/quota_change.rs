@@ -31,7 +31,9 @@ async fn on(
 /// one slot more).
 fn own_wait(algorithm: Algorithm, q: Quota) -> Duration {
     match algorithm {
-        Algorithm::TokenBucket => q.period() / u32::try_from(q.limit()).unwrap() + q.period() / 1000,
+        Algorithm::TokenBucket => {
+            q.period() / u32::try_from(q.limit()).unwrap() + q.period() / 1000
+        }
         Algorithm::SlidingWindow => q.period() + q.period() / 8 + Duration::from_nanos(8),
         _ => q.period(),
     }
@@ -89,13 +91,25 @@ async fn every_algorithm_decides_by_the_quota_it_is_called_with() {
     let server = RedisServer::start();
     let cases = [
         // A longer period (the stored window used to be read as years away).
-        (Quota::per_second(10).unwrap(), Quota::per_minute(10).unwrap()),
+        (
+            Quota::per_second(10).unwrap(),
+            Quota::per_minute(10).unwrap(),
+        ),
         // A shorter one.
-        (Quota::per_minute(10).unwrap(), Quota::per_second(10).unwrap()),
+        (
+            Quota::per_minute(10).unwrap(),
+            Quota::per_second(10).unwrap(),
+        ),
         // A lower limit (the stored count above it used to answer remaining = -50).
-        (Quota::per_minute(100).unwrap(), Quota::per_minute(50).unwrap()),
+        (
+            Quota::per_minute(100).unwrap(),
+            Quota::per_minute(50).unwrap(),
+        ),
         // A higher one.
-        (Quota::per_minute(50).unwrap(), Quota::per_minute(100).unwrap()),
+        (
+            Quota::per_minute(50).unwrap(),
+            Quota::per_minute(100).unwrap(),
+        ),
     ];
     for algorithm in Algorithm::ALL {
         for (old, new) in cases {
@@ -109,8 +123,20 @@ async fn every_algorithm_decides_by_the_quota_it_is_called_with() {
 async fn a_token_bucket_owes_tokens_not_time_under_another_quota() {
     let server = RedisServer::start();
     let clock = ManualClock::new();
-    let fast = on(&server, Algorithm::TokenBucket, Quota::per_second(10).unwrap(), Some(&clock)).await;
-    let slow = on(&server, Algorithm::TokenBucket, Quota::per_minute(10).unwrap(), Some(&clock)).await;
+    let fast = on(
+        &server,
+        Algorithm::TokenBucket,
+        Quota::per_second(10).unwrap(),
+        Some(&clock),
+    )
+    .await;
+    let slow = on(
+        &server,
+        Algorithm::TokenBucket,
+        Quota::per_minute(10).unwrap(),
+        Some(&clock),
+    )
+    .await;
     for _ in 0..4 {
         assert!(fast.try_acquire("k").await.unwrap().is_allowed());
     }
@@ -156,7 +182,10 @@ async fn on_server_time_ttls_follow_the_new_quota() {
         // Down to 2 per hour: remaining 0 and a wait within the hour, never an error.
         let low = on(&server, algorithm, Quota::per_hour(2).unwrap(), None).await;
         let d = low.try_acquire(&key).await.unwrap();
-        assert!(!d.is_allowed() && d.remaining() == 0, "{algorithm:?}: {d:?}");
+        assert!(
+            !d.is_allowed() && d.remaining() == 0,
+            "{algorithm:?}: {d:?}"
+        );
         let wait = d.retry_after().unwrap();
         assert!(
             wait <= Duration::from_secs(3_600 * 9 / 8),
@@ -164,6 +193,11 @@ async fn on_server_time_ttls_follow_the_new_quota() {
         );
         // And check() answers from Redis, whatever the policy.
         let c = low.check(&key, 1).await;
-        assert_eq!(c.source, tollgate_redis::Source::Redis, "{algorithm:?}: {:?}", c.error);
+        assert_eq!(
+            c.source,
+            tollgate_redis::Source::Redis,
+            "{algorithm:?}: {:?}",
+            c.error
+        );
     }
 }
