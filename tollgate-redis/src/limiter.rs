@@ -1277,6 +1277,18 @@ mod tests {
     }
 
     #[test]
+    fn server_versions_are_read_from_info() {
+        let info = |v: &str| {
+            Value::BulkString(
+                format!("# Server\r\nredis_version:{v}\r\nredis_mode:standalone\r\n").into_bytes(),
+            )
+        };
+        assert_eq!(server_version(&info("7.0.15")), Some((7, 0)));
+        assert_eq!(server_version(&info("4.0.9")), Some((4, 0)));
+        assert_eq!(server_version(&Value::Nil), None);
+    }
+
+    #[test]
     fn the_breaker_opens_after_the_threshold_and_probes_once() {
         let b = Breaker {
             threshold: 2,
