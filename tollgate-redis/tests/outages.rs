@@ -173,6 +173,15 @@ async fn a_promoted_replica_takes_over_and_the_demoted_primary_is_an_outage() {
     }
     // Every write acknowledged by the replica before the switch.
     assert_eq!(a.cli(&["WAIT", "1", "2000"]).trim(), "1");
+    // And the key present on the replica (a real server event, bounded).
+    let start = Instant::now();
+    while b.cli(&["EXISTS", "{tollgate:k}:tb"]).trim() != "1" {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "not replicated: {}",
+            b.cli(&["INFO", "replication"])
+        );
+    }
     b.cli(&["REPLICAOF", "NO", "ONE"]);
     a.cli(&["REPLICAOF", "127.0.0.1", &port(&b)]);
     let before = connections(&a);
