@@ -24,8 +24,13 @@ pub enum Error {
     },
     /// The connection failed, was refused, dropped or is reconnecting.
     Connection(redis::RedisError),
+    /// Redis answered that it cannot serve now: `LOADING`, `BUSY` (a script or command
+    /// running too long), `OOM` (maxmemory reached), `READONLY` (a demoted primary: the
+    /// connection is reopened), `MASTERDOWN`, `CLUSTERDOWN` or `TRYAGAIN`. An outage.
+    Unavailable(redis::RedisError),
     /// Redis answered with an error to the script (other than a missing script, which is
-    /// reloaded by itself).
+    /// reloaded by itself, and the outages of [`Error::Unavailable`]): a key of the wrong
+    /// type, a script error. A bug, not an outage.
     Script(redis::RedisError),
     /// The script answered something that is not its five integers.
     BadReply(String),
@@ -42,12 +47,24 @@ pub enum Error {
     /// Too many calls failed in a row: Redis is not asked again until the circuit breaker's
     /// pause has passed.
     CircuitOpen,
+    /// A key prefix with `{` or `}`: it would move or split the hash tag that keeps a key's
+    /// state in one cluster slot.
+    KeyPrefix(String),
+    /// The server is older than Redis 5 (the scripts read `TIME`, which needs replication by
+    /// effects).
+    ServerTooOld {
+        /// `major.minor` of the server.
+        version: String,
+    },
 }
 
 impl Error {
-    /// Whether Redis could not be reached in time (timeout, connection, open circuit), the
-    /// cases a [`FailurePolicy`](crate::FailurePolicy) answers for. A quota or script error
-    /// is a bug to fix, not an outage: it is never papered over.
+    /// Whether Redis could not answer (timeout, connection, open circuit, or a server that
+    /// cannot serve now: [`Error::Unavailable`]), the cases a
+    /// [`FailurePolicy`](crate::FailurePolicy) answers for and the circuit breaker counts. A
+    /// quota, script or reply error is a bug to fix, not an outage: it is never papered over
+    /// ([`RedisLimiter::check`](crate::RedisLimiter::check) denies it, with
+    /// [`Source::Error`](crate::Source::Error)).
     ///
     /// ```
     /// use tollgate_redis::Error;
@@ -57,7 +74,10 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Timeout { .. } | Error::Connection(_) | Error::CircuitOpen
+            Error::Timeout { .. }
+                | Error::Connection(_)
+                | Error::Unavailable(_)
+                | Error::CircuitOpen
         )
     }
 }
@@ -67,6 +87,7 @@ impl fmt::Display for Error {
         match self {
             Error::Timeout { after } => write!(f, "no answer from Redis within {after:?}"),
             Error::Connection(e) => write!(f, "Redis connection failed: {e}"),
+            Error::Unavailable(e) => write!(f, "Redis cannot serve now: {e}"),
             Error::Script(e) => write!(f, "Redis refused the limiter's script: {e}"),
             Error::BadReply(r) => write!(f, "unexpected reply from the limiter's script: {r}"),
             Error::Quota(e) => write!(f, "quota not representable on Redis: {e}"),
@@ -76,6 +97,10 @@ impl fmt::Display for Error {
             ),
             Error::Unsupported(what) => write!(f, "unsupported setting: {what}"),
             Error::CircuitOpen => write!(f, "Redis circuit open after repeated failures"),
+            Error::KeyPrefix(p) => write!(f, "key prefix {p:?} holds a brace"),
+            Error::ServerTooOld { version } => {
+                write!(f, "Redis {version} is too old: 5.0 or later is needed")
+            }
         }
     }
 }
@@ -83,7 +108,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Connection(e) | Error::Script(e) => Some(e),
+            Error::Connection(e) | Error::Script(e) | Error::Unavailable(e) => Some(e),
             Error::Quota(e) => Some(e),
             _ => None,
         }

@@ -9,7 +9,9 @@
 //! lapse (the bucket is not refunded: fewer admissions, never more). The price is fairness:
 //! tokens one instance holds are not available to the others until spent or lapsed.
 //!
-//! The leases sit behind one mutex (a map lookup and a subtraction under it).
+//! The leases sit behind one mutex (a map lookup and a subtraction under it). Bookkeeping is
+//! O(1) per call, amortized: ended leases are swept only when the map has doubled since the
+//! last sweep.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,7 +31,13 @@ struct Lease {
 pub(crate) struct Leases {
     pub(crate) size: u64,
     lifetime: u64,
-    map: Mutex<HashMap<Box<[u8]>, Lease>>,
+    map: Mutex<Map>,
+}
+
+struct Map {
+    leases: HashMap<Box<[u8]>, Lease>,
+    /// The map's size after the last sweep: the next one waits until it has doubled.
+    swept: usize,
 }
 
 impl Leases {
@@ -37,11 +45,14 @@ impl Leases {
         Leases {
             size,
             lifetime: u64::try_from(lifetime.as_nanos()).unwrap_or(u64::MAX),
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Map {
+                leases: HashMap::new(),
+                swept: 0,
+            }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, Lease>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Map> {
         match self.map.lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
@@ -51,9 +62,9 @@ impl Leases {
     /// Spends `n` leased tokens of `key` at local time `now`, if a live lease holds them.
     pub(crate) fn take(&self, key: &[u8], n: u64, now: u64) -> Option<Decision> {
         let mut map = self.lock();
-        let lease = map.get_mut(key)?;
+        let lease = map.leases.get_mut(key)?;
         if now >= lease.ends {
-            map.remove(key);
+            map.leases.remove(key);
             return None;
         }
         if lease.left < n {
@@ -77,8 +88,12 @@ impl Leases {
         let reset = u64::try_from(d.reset_after().as_nanos()).unwrap_or(u64::MAX);
         let mut map = self.lock();
         // Bounded like the tokens themselves: a key holds a lease only while it has tokens.
-        map.retain(|_, l| l.ends > sent && l.left > 0);
-        let lease = map.entry(key.into()).or_insert(Lease {
+        // Swept when doubled since the last sweep: O(1) per call, amortized.
+        if map.leases.len() >= (2 * map.swept).max(64) {
+            map.leases.retain(|_, l| l.ends > sent && l.left > 0);
+            map.swept = map.leases.len();
+        }
+        let lease = map.leases.entry(key.into()).or_insert(Lease {
             left: 0,
             ends: 0,
             reset_at: 0,
@@ -93,6 +108,14 @@ impl Leases {
         };
         lease.left += extra;
         lease.reset_at = sent.saturating_add(reset);
+    }
+}
+
+impl Leases {
+    /// Drops the lease of `key` (its tokens lapse): after a reset, nothing counted before it
+    /// is spent.
+    pub(crate) fn forget(&self, key: &[u8]) {
+        self.lock().leases.remove(key);
     }
 }
 

@@ -27,10 +27,14 @@
 //!   microseconds of Redis `TIME`, one clock for every client; quotas the scripts cannot hold
 //!   exactly are refused at build time with a [`QuotaError`];
 //! - **all-or-nothing** costs; **denials write nothing** (no replication or AOF traffic from
-//!   a denied hot key); keys expire with relative TTLs once the limiter is full again;
+//!   a denied hot key; the one exception: the first call under another quota stores the
+//!   state converted); keys expire with relative TTLs once the limiter is full again;
 //! - each algorithm's keys share one hash tag, `{prefix:key}`, so they share a cluster slot;
-//! - the sliding log is a sorted set with unique members (two admissions in one microsecond
-//!   never collapse) and reads `O(log n + cost)` members on a denial, never the whole log.
+//! - the sliding log is one sorted set whose members carry the running total of the costs
+//!   (unique even for two admissions in one microsecond, no second key to drift apart) and
+//!   reads `O(log n + cost)` members on a denial, never the whole log;
+//! - state records what it was counted in (the bucket's interval, scale and capacity, the
+//!   windows' lengths): a key asked under another quota is converted, never misread.
 //!
 //! Per call: a deadline ([`RedisLimiterBuilder::timeout`], 20 ms by default), a circuit
 //! breaker, a bounded local deny cache (a key denied until `t` is denied locally until `t`:

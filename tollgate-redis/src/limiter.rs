@@ -2,7 +2,7 @@
 //! cache, the failure policy.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -52,14 +52,14 @@ fn script_for(algorithm: Algorithm) -> (&'static str, &'static [&'static str]) {
                 include_str!("scripts/prelude.lua"),
                 include_str!("scripts/sliding_window.lua")
             ),
-            &[":sw"],
+            &[":swc"],
         ),
         Algorithm::SlidingLog => (
             concat!(
                 include_str!("scripts/prelude.lua"),
                 include_str!("scripts/sliding_log.lua")
             ),
-            &[":log", ":log:sum"],
+            &[":log"],
         ),
     }
 }
@@ -205,6 +205,10 @@ pub enum Source {
     /// A token of a lease the script granted earlier
     /// ([`RedisLimiterBuilder::leases`]).
     Lease,
+    /// Nobody: Redis answered with an error that is not an outage (a script or reply error,
+    /// a key of the wrong type, a test clock out of range). The request is denied whatever
+    /// the policy, and [`Checked::error`] says why.
+    Error,
 }
 
 /// A decision and who made it; `error` is why Redis did not, when it did not.
@@ -354,7 +358,12 @@ impl LocalClock {
 }
 
 struct Inner {
-    conn: Conn,
+    /// The connection; replaced by a fresh one after a `READONLY` reply (a demoted primary:
+    /// the name it was reached by may lead to the new primary now).
+    conn: RwLock<Conn>,
+    /// How to open that fresh connection (single server only; a cluster client refreshes its
+    /// own slot map).
+    reopen: Option<(redis::Client, ConnectionManagerConfig)>,
     algorithm: Algorithm,
     quota: Quota,
     plan: Plan,
@@ -367,7 +376,6 @@ struct Inner {
     leases: Option<Leases>,
     clock: LocalClock,
     unit: Unit,
-    min_ttl_ms: u64,
     breaker: Breaker,
     counters: Counters,
 }
@@ -543,17 +551,21 @@ impl RedisLimiterBuilder {
         let connect = async {
             match self.target {
                 Target::Server(client) => {
+                    let client = with_tcp_settings(client)?;
                     let config = ConnectionManagerConfig::new()
                         .set_connection_timeout(Some(deadline))
                         .set_response_timeout(None)
                         .set_number_of_retries(6)
                         .set_min_delay(Duration::from_millis(50))
                         .set_max_delay(Duration::from_secs(1));
-                    ConnectionManager::new_with_config(client, config)
+                    ConnectionManager::new_with_config(client.clone(), config.clone())
                         .await
-                        .map(Conn::Server)
+                        .map(|c| (Conn::Server(c), Some((client, config))))
                 }
-                Target::Cluster(client) => client.get_async_connection().await.map(Conn::Cluster),
+                Target::Cluster(client) => client
+                    .get_async_connection()
+                    .await
+                    .map(|c| (Conn::Cluster(c), None)),
                 Target::Invalid(what) => Err(RedisError::from((
                     ErrorKind::InvalidClientConfig,
                     "invalid Redis target",
@@ -561,10 +573,28 @@ impl RedisLimiterBuilder {
                 ))),
             }
         };
-        let conn = tokio::time::timeout(deadline, connect)
+        if self.prefix.iter().any(|&b| b == b'{' || b == b'}') {
+            return Err(Error::KeyPrefix(
+                String::from_utf8_lossy(&self.prefix).into_owned(),
+            ));
+        }
+        let (conn, reopen) = tokio::time::timeout(deadline, connect)
             .await
             .map_err(|_| Error::Timeout { after: deadline })?
             .map_err(Error::Connection)?;
+        // Scripts read `TIME` and replicate by their effects: Redis 5 or later.
+        let info = redis::cmd("INFO").arg("server").clone();
+        let info = tokio::time::timeout(deadline, conn.query(&info))
+            .await
+            .map_err(|_| Error::Timeout { after: deadline })?
+            .map_err(classify)?;
+        if let Some(version) = server_version(&info) {
+            if version < (5, 0) {
+                return Err(Error::ServerTooOld {
+                    version: format!("{}.{}", version.0, version.1),
+                });
+            }
+        }
         let (body, suffixes) = script_for(self.algorithm);
         let script = Script::new(body);
         let clock = match self.test_clock {
@@ -573,7 +603,8 @@ impl RedisLimiterBuilder {
         };
         let limiter = RedisLimiter {
             inner: Arc::new(Inner {
-                conn,
+                conn: RwLock::new(conn),
+                reopen,
                 algorithm: self.algorithm,
                 quota: self.quota,
                 plan,
@@ -584,7 +615,6 @@ impl RedisLimiterBuilder {
                 policy: self.policy,
                 deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
                 leases: self.leases.map(|(size, life)| Leases::new(size, life)),
-                min_ttl_ms: if unit == Unit::Nanos { 3_600_000 } else { 0 },
                 clock,
                 unit,
                 breaker: Breaker {
@@ -597,12 +627,13 @@ impl RedisLimiterBuilder {
             }),
         };
         // Load the script where the keys live (on a cluster, EVALSHA reloads per node on demand).
-        if let Conn::Server(_) = limiter.inner.conn {
+        let conn = limiter.inner.conn();
+        if let Conn::Server(_) = conn {
             let load = redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(limiter.inner.script.body)
                 .clone();
-            tokio::time::timeout(deadline, limiter.inner.conn.query(&load))
+            tokio::time::timeout(deadline, conn.query(&load))
                 .await
                 .map_err(|_| Error::Timeout { after: deadline })?
                 .map_err(Error::Connection)?;
@@ -762,8 +793,10 @@ impl RedisLimiter {
         join_in_order(calls).await
     }
 
-    /// Asks for `n` units for `key` and never fails: when Redis cannot answer, the failure
-    /// policy does, and [`Checked::source`] says who answered.
+    /// Asks for `n` units for `key` and never fails: when Redis cannot answer (an outage,
+    /// [`Error::is_unavailable`]), the failure policy does, and [`Checked::source`] says who
+    /// answered. Any other error is a bug, not an outage: it is denied (retry after 1 s) with
+    /// [`Source::Error`], never admitted by the policy.
     ///
     /// ```no_run
     /// # async fn f(l: tollgate_redis::RedisLimiter) {
@@ -783,22 +816,34 @@ impl RedisLimiter {
             },
             Err(error) => {
                 let c = &self.inner.counters;
-                let (decision, source) = match &self.inner.policy {
-                    FailurePolicy::FailOpen => (
-                        Decision::from_parts(true, 0, None, Duration::ZERO, false),
-                        Source::FailOpen,
-                    ),
-                    FailurePolicy::FailClosed { retry_after } => (
-                        Decision::from_parts(false, 0, Some(*retry_after), *retry_after, false),
-                        Source::FailClosed,
-                    ),
-                    FailurePolicy::Local(local) => (local.try_acquire_n(key, n), Source::Local),
-                };
-                bump(if decision.is_allowed() {
-                    &c.policy_allowed
+                let (decision, source) = if !error.is_unavailable() {
+                    // A bug (the script's, the reply's, the settings'): never admitted by
+                    // the policy, reported as an error.
+                    let retry = Duration::from_secs(1);
+                    (
+                        Decision::from_parts(false, 0, Some(retry), retry, false),
+                        Source::Error,
+                    )
                 } else {
-                    &c.policy_denied
-                });
+                    match &self.inner.policy {
+                        FailurePolicy::FailOpen => (
+                            Decision::from_parts(true, 0, None, Duration::ZERO, false),
+                            Source::FailOpen,
+                        ),
+                        FailurePolicy::FailClosed { retry_after } => (
+                            Decision::from_parts(false, 0, Some(*retry_after), *retry_after, false),
+                            Source::FailClosed,
+                        ),
+                        FailurePolicy::Local(local) => (local.try_acquire_n(key, n), Source::Local),
+                    }
+                };
+                if source != Source::Error {
+                    bump(if decision.is_allowed() {
+                        &c.policy_allowed
+                    } else {
+                        &c.policy_denied
+                    });
+                }
                 Checked {
                     decision,
                     source,
@@ -823,8 +868,11 @@ impl RedisLimiter {
         if let Some(cache) = &self.inner.deny {
             cache.forget(key.as_ref());
         }
+        if let Some(leases) = &self.inner.leases {
+            leases.forget(key.as_ref());
+        }
         let cmd = redis::cmd("DEL").arg(&keys).clone();
-        self.with_deadline(self.inner.conn.query(&cmd))
+        self.with_deadline(self.inner.conn().query(&cmd))
             .await?
             .map(drop)
             .map_err(classify)
@@ -843,7 +891,7 @@ impl RedisLimiter {
     /// ```
     pub async fn ping(&self) -> Result<(), Error> {
         let cmd = redis::cmd("PING");
-        self.with_deadline(self.inner.conn.query(&cmd))
+        self.with_deadline(self.inner.conn().query(&cmd))
             .await?
             .map(drop)
             .map_err(classify)
@@ -874,18 +922,29 @@ impl RedisLimiter {
 
     /// The Redis keys of `key`: `{prefix:key}` then the algorithm's suffix, so that every key
     /// of one limiter shares a cluster slot (the hash tag is the part up to the first `}`).
+    /// In `key`, `}` is written `\]` and `\` is written `\\`: no key ends the tag early (so
+    /// no key chooses its slot, or shares one tag with another), and distinct keys stay
+    /// distinct. The prefix has no braces (checked by `build`).
     fn keys(&self, key: &[u8]) -> Vec<Vec<u8>> {
         let inner = &self.inner;
+        let mut tag = Vec::with_capacity(inner.prefix.len() + key.len() + 8);
+        tag.push(b'{');
+        tag.extend_from_slice(&inner.prefix);
+        tag.push(b':');
+        for &b in key {
+            match b {
+                b'}' => tag.extend_from_slice(b"\\]"),
+                b'\\' => tag.extend_from_slice(b"\\\\"),
+                _ => tag.push(b),
+            }
+        }
+        tag.push(b'}');
         inner
             .suffixes
             .iter()
             .map(|suffix| {
-                let mut k = Vec::with_capacity(inner.prefix.len() + key.len() + 12);
-                k.push(b'{');
-                k.extend_from_slice(&inner.prefix);
-                k.push(b':');
-                k.extend_from_slice(key);
-                k.push(b'}');
+                let mut k = Vec::with_capacity(tag.len() + suffix.len());
+                k.extend_from_slice(&tag);
                 k.extend_from_slice(suffix.as_bytes());
                 k
             })
@@ -987,28 +1046,88 @@ impl RedisLimiter {
             .arg(&keys)
             .arg(n.min(plan.capacity + 1))
             .arg(time)
-            .arg(inner.min_ttl_ms)
-            .arg(inner.unit.per_ms())
             .arg(&plan.args[..plan.arity]);
         if lease > 0 {
             args.arg(lease);
         }
+        let conn = inner.conn();
         let call = async {
             let mut evalsha = redis::cmd("EVALSHA");
             evalsha.arg(&inner.script.sha);
-            let reply = match inner.conn.query(&with_args(evalsha, &args)).await {
+            let reply = match conn.query(&with_args(evalsha, &args)).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     let mut eval = redis::cmd("EVAL");
                     eval.arg(inner.script.body);
-                    inner.conn.query(&with_args(eval, &args)).await
+                    conn.query(&with_args(eval, &args)).await
                 }
                 other => other,
             };
-            reply.map_err(classify)
+            reply.map_err(|e| {
+                if e.code() == Some("READONLY") {
+                    inner.reopen();
+                }
+                classify(e)
+            })
         };
         let reply = self.with_deadline(call).await??;
         decision(&reply, inner.unit)
     }
+}
+
+impl Inner {
+    /// The current connection (a cheap clone of a shared, multiplexed one).
+    fn conn(&self) -> Conn {
+        match self.conn.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the connection with a fresh one to the same target, connected on first use:
+    /// after a `READONLY` reply the old one is attached to a replica.
+    fn reopen(&self) {
+        let Some((client, config)) = &self.reopen else {
+            return;
+        };
+        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(client.clone(), config.clone()) {
+            let mut c = match self.conn.write() {
+                Ok(c) => c,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            *c = Conn::Server(fresh);
+        }
+    }
+}
+
+/// `TCP_NODELAY` (a check is one small write: never held back for the next one) and keepalive
+/// probes after 30 s idle (a peer gone without a FIN is found), unless the client's own
+/// settings already ask for keepalive.
+fn with_tcp_settings(client: redis::Client) -> redis::RedisResult<redis::Client> {
+    let info = client.get_connection_info().clone();
+    let mut tcp = info.tcp_settings().clone().set_nodelay(true);
+    if tcp.keepalive().is_none() {
+        tcp = tcp.set_keepalive(
+            redis::io::tcp::socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)),
+        );
+    }
+    redis::Client::open(info.set_tcp_settings(tcp))
+}
+
+/// `(major, minor)` from an `INFO server` reply's `redis_version`.
+fn server_version(info: &Value) -> Option<(u32, u32)> {
+    let text = match info {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::VerbatimString { text, .. } => text.clone(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    let v = text
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))?;
+    let mut parts = v.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
 }
 
 /// Runs `calls` together, first polled in order (so on one connection they are sent, and run
@@ -1046,8 +1165,23 @@ fn with_args(mut head: Cmd, args: &Cmd) -> Cmd {
     head
 }
 
-/// A script's own error (a server error reply) or the connection's.
+/// The server error codes that say Redis cannot serve now, not that the script is wrong.
+const OUTAGE_CODES: [&str; 7] = [
+    "LOADING",
+    "BUSY",
+    "OOM",
+    "READONLY",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+];
+
+/// An outage (the connection's, or a server that cannot serve now), or a script's own error
+/// (a server error reply), or a reply that is not the script's.
 fn classify(e: RedisError) -> Error {
+    if e.code().is_some_and(|c| OUTAGE_CODES.contains(&c)) {
+        return Error::Unavailable(e);
+    }
     match e.kind() {
         ErrorKind::Server(_) | ErrorKind::Extension => Error::Script(e),
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::BadReply(e.to_string()),
@@ -1056,21 +1190,34 @@ fn classify(e: RedisError) -> Error {
 }
 
 /// The script's five integers as a decision, times converted from the script's unit to ns;
-/// and a sixth, the units taken, after an admission with a lease.
+/// and a sixth, the units taken, after an admission with a lease. The scripts reply with one
+/// string of space-separated integers; an array of integers is read the same.
 fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error> {
     let bad = || Error::BadReply(format!("{reply:?}"));
-    let Value::Array(items) = reply else {
-        return Err(bad());
-    };
     let mut v = [0i64; 6];
-    if items.len() != 5 && items.len() != 6 {
-        return Err(bad());
+    let mut len = 0;
+    match reply {
+        Value::BulkString(bytes) => {
+            let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
+            for word in text.split(' ') {
+                let slot = v.get_mut(len).ok_or_else(bad)?;
+                *slot = word.parse().map_err(|_| bad())?;
+                len += 1;
+            }
+        }
+        Value::Array(items) if items.len() <= 6 => {
+            for (slot, item) in v.iter_mut().zip(items) {
+                let Value::Int(i) = item else {
+                    return Err(bad());
+                };
+                *slot = *i;
+            }
+            len = items.len();
+        }
+        _ => return Err(bad()),
     }
-    for (slot, item) in v.iter_mut().zip(items) {
-        let Value::Int(i) = item else {
-            return Err(bad());
-        };
-        *slot = *i;
+    if len != 5 && len != 6 {
+        return Err(bad());
     }
     let [allowed, remaining, retry, reset, exceeds, taken] = v;
     if remaining < 0 || reset < 0 || retry < -1 || taken < 0 {
@@ -1084,7 +1231,7 @@ fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error>
         ns(reset),
         exceeds == 1,
     );
-    Ok((d, (items.len() == 6).then_some(taken as u64)))
+    Ok((d, (len == 6).then_some(taken as u64)))
 }
 
 #[cfg(test)]
@@ -1102,6 +1249,8 @@ mod tests {
         ]);
         let (d, taken) = decision(&reply, Unit::Micros).unwrap();
         assert_eq!(taken, None);
+        let text = Value::BulkString(b"0 2 1500 3000 0".to_vec());
+        assert_eq!(decision(&text, Unit::Micros).unwrap(), (d, None));
         assert!(!d.is_allowed() && !d.exceeds_capacity());
         assert_eq!(d.remaining(), 2);
         assert_eq!(d.retry_after(), Some(Duration::from_micros(1_500)));
@@ -1115,12 +1264,28 @@ mod tests {
             Value::Array(vec![Value::Int(1); 4]),
             Value::Array(vec![Value::Int(-5); 5]),
             Value::Array(vec![Value::Nil; 5]),
+            Value::BulkString(b"1 2 3".to_vec()),
+            Value::BulkString(b"1 2 x 4 5".to_vec()),
+            Value::BulkString(b"1 -2 3 4 5".to_vec()),
+            Value::BulkString(b"1 2 3 4 5 6 7".to_vec()),
         ] {
             assert!(matches!(
                 decision(&reply, Unit::Nanos),
                 Err(Error::BadReply(_))
             ));
         }
+    }
+
+    #[test]
+    fn server_versions_are_read_from_info() {
+        let info = |v: &str| {
+            Value::BulkString(
+                format!("# Server\r\nredis_version:{v}\r\nredis_mode:standalone\r\n").into_bytes(),
+            )
+        };
+        assert_eq!(server_version(&info("7.0.15")), Some((7, 0)));
+        assert_eq!(server_version(&info("4.0.9")), Some((4, 0)));
+        assert_eq!(server_version(&Value::Nil), None);
     }
 
     #[test]

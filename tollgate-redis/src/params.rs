@@ -30,16 +30,12 @@ impl Unit {
             Unit::Nanos => 1,
         }
     }
-
-    pub(crate) fn per_ms(self) -> u64 {
-        1_000_000 / self.nanos()
-    }
 }
 
 /// What one script call needs besides the key, the cost and the time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
-    /// The algorithm-specific arguments, after `n, now, min_ttl, units_per_ms`.
+    /// The algorithm-specific arguments, after `n, now`.
     pub(crate) args: [u64; 3],
     /// How many of `args` the script reads.
     pub(crate) arity: usize,

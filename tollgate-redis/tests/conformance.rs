@@ -224,7 +224,11 @@ fn same_instant_admissions_never_collapse() {
         &clock,
     );
     assert_eq!(admitted(&s, 150), 100);
-    let key = format!("{{tollgate:{}}}:log", String::from_utf8_lossy(&s.key));
+    // The key's `}` and `\` are escaped inside the tag (`\]`, `\\`).
+    let user = String::from_utf8_lossy(&s.key)
+        .replace('\\', "\\\\")
+        .replace('}', "\\]");
+    let key = format!("{{tollgate:{user}}}:log");
     assert_eq!(server.cli(&["ZCARD", &key]).trim(), "100");
     clock.advance(Duration::from_secs(1));
     assert!(s.try_acquire_n(40).is_allowed());

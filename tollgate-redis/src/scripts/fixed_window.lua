@@ -1,35 +1,62 @@
 -- Fixed window: windows [k*len, (k+1)*len) from the clock's zero (the Unix epoch on Redis
--- TIME). KEYS[1]: a string "k count" for the window counted last. Absent: nothing counted.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Invariant: the count stored for a window never exceeds limit. Integers only, all below 2^53
--- (checked by the client); a denial writes nothing. One script call is atomic.
-local len, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+-- TIME). KEYS[1]: a string, struct.pack('ddd', k, count, len): the window counted last, its
+-- count, and the length it was counted in. Absent: nothing counted.
+-- ARGV: n, now (see prelude.lua), then len, limit.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Invariant: the count stored for a window never exceeds the limit it was admitted under.
+-- Integers only, all below 2^53 (checked by the client); a denial writes nothing. One script
+-- call is atomic.
+--
+-- Another length's state (or the text "k count" of an earlier release): if its window is
+-- still open, its count counts in the current window of this length (so it is forgotten at
+-- this window's end, never later); a closed one counts nothing. A count above a lower limit
+-- answers remaining 0 and waits for the window's end: never an error, never a negative. The
+-- converted state is written at once (the one write a denial can make).
+local len, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A later window starts from zero; an earlier one (time went back) counts against the stored.
-local window, count = idiv(now, len), 0
+local window, count = (now - fmod(now, len)) / len, 0
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local w, c = string.match(stored, '^(%d+) (%d+)$')
-  w, c = tonumber(w), tonumber(c)
-  if w and w >= window then window, count = w, c end
+  local w, c, l
+  if #stored == 24 then
+    w, c, l = struct.unpack('ddd', stored)
+  else
+    w, c = string.match(stored, '^(%d+) (%d+)$')
+    w, c, l = tonumber(w), tonumber(c), -1
+  end
+  if not c then
+    count = limit -- unreadable: counted as full until this window's end, never as empty
+  elseif l == len then
+    if w >= window then window, count = w, c end
+  elseif l < 0 or (w + 1) * l > now then
+    count = c
+  end
+  if l ~= len and count > 0 then
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old window (which may outlast this one).
+    redis.call('SET', KEYS[1], struct.pack('ddd', window, count, len),
+      'PX', ttl_ms((window + 1) * len - now))
+  end
 end
 local window_end = (window + 1) * len
-local function reset(c)
-  if c == 0 or window_end <= now then return 0 end
-  return window_end - now
-end
+local left = limit - count
+if left < 0 then left = 0 end
 
 if n > limit then
-  return {0, limit - count, -1, reset(count), 1}
+  local reset = 0
+  if count > 0 and window_end > now then reset = window_end - now end
+  return string.format('%d %d %d %d %d', 0, left, -1, reset, 1)
 end
 if count + n <= limit then
   if n > 0 then
-    redis.call('SET', KEYS[1], string.format('%d %d', window, count + n),
+    redis.call('SET', KEYS[1], struct.pack('ddd', window, count + n, len),
       'PX', ttl_ms(window_end - now))
   end
-  return {1, limit - count - n, -1, reset(count + n), 0}
+  local reset = 0
+  if count + n > 0 and window_end > now then reset = window_end - now end
+  return string.format('%d %d %d %d %d', 1, left - n, -1, reset, 0)
 end
 local retry = window_end - now
 if retry < 0 then retry = 0 end
-return {0, limit - count, retry, reset(count), 0}
+return string.format('%d %d %d %d %d', 0, left, retry, retry, 0)

@@ -1,59 +1,78 @@
 -- Exact sliding log: an admission at s counts while now - s < period.
--- KEYS[1]: a sorted set, one member "seq:n" per admission of cost n, scored by its time
--- (members are unique: two admissions in one unit never collapse into one).
--- KEYS[2]: a hash, 'sum' = total cost of the members, 'seq' = the last member's number.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then period,
---       limit.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Invariant: the live members (at - s < period) never weigh more than limit, and sum is the
--- weight of all stored members. One script call is atomic.
--- Integers only, all below 2^53 (checked by the client); a denial writes nothing and reads
--- O(log size + cost) members: never the whole log.
-local function weight(member) return tonumber(string.match(member, ':(%d+)$')) or 0 end
-local period, limit = tonumber(ARGV[5]), tonumber(ARGV[6])
+-- KEYS[1]: one sorted set, one member per admission, scored by its time; the member is
+-- struct.pack('>dd', C, w): w its cost, C the total cost admitted on the key up to and
+-- including it. Members are unique (C only grows), and in score order C only grows too
+-- (entries are recorded in time order, and big-endian doubles of positive integers sort as
+-- the integers do, also between members of one score). So the live weight is the newest C
+-- minus the C before the oldest live member (its C - w): two reads, no sum kept apart. One
+-- key: nothing to lose or evict apart from the log itself.
+-- ARGV: n, now (see prelude.lua), then period, limit.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Invariant: the live members (at - s < period) never weigh more than the limit they were
+-- admitted under. One script call is atomic. Integers only, all below 2^53 (checked by the
+-- client; C reaches 2^53 only after 2^53 units admitted on one key with no pause of a period).
+-- A denial writes nothing and reads O(log size + cost) members: never the whole log.
+--
+-- The members hold times, not counts of a quota: a call under another period or limit decides
+-- by its own period and limit on the members still stored. A weight above a lower limit
+-- answers remaining 0, and a retry when enough of it leaves: never an error. Members of
+-- another format (an earlier release's "seq:n") are not counted from: the key is denied until
+-- its newest member leaves (at most one period), then expires.
+local period, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local key = KEYS[1]
 
 -- Entries are recorded in time order: the limiter's now is max(now, newest entry).
-local newest = 0
-local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-if last[2] then newest = tonumber(last[2]) end
+local top, newest = 0, 0
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if last[1] then
+  newest = tonumber(last[2])
+  if #last[1] ~= 16 then
+    local wait = newest + period - now
+    if wait < 1 then wait = 1 end
+    return string.format('%d %d %d %d %d', 0, 0, wait, wait, n > limit and 1 or 0)
+  end
+  top = struct.unpack('>d', last[1])
+end
 local at = now
 if newest > at then at = newest end
 local cutoff = string.format('%d', at - period)
-local sum = tonumber(redis.call('HGET', KEYS[2], 'sum') or '0')
--- Expired entries (at - s >= period) still stored: trimmed by the next admission only.
-local expired = 0
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', cutoff)
-for i = 1, #gone do expired = expired + weight(gone[i]) end
-local live = sum - expired
+-- base: the C before the oldest live member (all of C when none is live).
+local base = top
+local first = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'LIMIT', 0, 1)
+if first[1] then
+  local c, w = struct.unpack('>dd', first[1])
+  base = c - w
+end
+local live = top - base
 local remaining = limit - live
+if remaining < 0 then remaining = 0 end
 local reset = 0
 if live > 0 and newest + period > now then reset = newest + period - now end
 
 if n > limit then
-  return {0, remaining, -1, reset, 1}
+  return string.format('%d %d %d %d %d', 0, remaining, -1, reset, 1)
 end
 if live + n <= limit then
-  if n == 0 then return {1, remaining, -1, reset, 0} end
-  if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', cutoff) end
-  local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-  redis.call('ZADD', KEYS[1], string.format('%d', at), string.format('%d:%d', seq, n))
-  redis.call('HSET', KEYS[2], 'sum', string.format('%d', live + n))
-  local ms = ttl_ms(at + period - now)
-  redis.call('PEXPIRE', KEYS[1], ms)
-  redis.call('PEXPIRE', KEYS[2], ms)
-  return {1, remaining - n, -1, at + period - now, 0}
+  if n == 0 then return string.format('%d %d %d %d %d', 1, remaining, -1, reset, 0) end
+  -- ZADD first: a script's first write decides whether a full server (maxmemory) refuses
+  -- it, and a trim alone would not be refused. Expired entries (at - s >= period) still
+  -- stored are trimmed by an admission only; the new member scores above the cutoff.
+  redis.call('ZADD', key, at, struct.pack('>dd', top + n, n))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+  redis.call('PEXPIRE', key, ttl_ms(at + period - now))
+  return string.format('%d %d %d %d %d', 1, remaining - n, -1, at + period - now, 0)
 end
--- Denied: the live entry, oldest first, whose leaving frees enough (live + n - limit). Every
+-- Denied: the live member, oldest first, whose leaving frees enough (live + n - limit). Every
 -- member weighs at least 1, so the oldest `need` live members are enough to find it.
 local need = live + n - limit
-local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. cutoff, '+inf', 'WITHSCORES',
+local oldest = redis.call('ZRANGEBYSCORE', key, '(' .. cutoff, '+inf', 'WITHSCORES',
   'LIMIT', 0, string.format('%d', need))
 for i = 1, #oldest, 2 do
-  need = need - weight(oldest[i])
-  if need <= 0 then
+  if struct.unpack('>d', oldest[i]) - base >= need then
     local retry = tonumber(oldest[i + 1]) + period - now
     if retry < 0 then retry = 0 end
-    return {0, remaining, retry, reset, 0}
+    return string.format('%d %d %d %d %d', 0, remaining, retry, reset, 0)
   end
 end
-return redis.error_reply('tollgate: sliding log state is inconsistent')
+-- Not found (members removed by hand): fail closed, a full period.
+return string.format('%d %d %d %d %d', 0, remaining, period, reset, 0)

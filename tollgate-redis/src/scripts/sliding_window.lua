@@ -1,78 +1,96 @@
 -- Sliding-window counter: the period split into k slots of len units; slot e counts until
--- slot e + k + 1 begins. KEYS[1]: a hash, field 'h' = "epoch count" of the slot being filled,
--- field i (0..k) = "epoch count" of a finished slot with epoch % (k + 1) == i.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then len, limit,
---       k.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
--- Invariant: the live slots (cur - k ..= cur) never hold more than limit. Integers only, all
--- below 2^53 (checked by the client); a denial writes nothing. One script call is atomic.
-local len, limit, k = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local ring_len = k + 1
+-- slot e + k + 1 begins. KEYS[1]: a string, struct.pack of k + 3 doubles: len, the epoch E of
+-- the slot being filled, then the counts of slots E, E - 1, ..., E - k. Absent: nothing counted.
+-- ARGV: n, now (see prelude.lua), then len, limit, k.
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Invariant: the live slots (cur - k ..= cur) never hold more than the limit they were admitted
+-- under. Integers only, all below 2^53 (checked by the client); a denial writes nothing. One
+-- script call is atomic.
+--
+-- Another slot length or count's state: the counts of its slots still live (slot e of length
+-- l and k' slots counts until (e + k' + 1) x l) count in the current slot of this quota, so
+-- they are forgotten within this quota's own period, never later. A total above a lower limit
+-- answers remaining 0, and a retry when enough of it leaves: never an error, never a negative.
+-- The converted state is written at once (the one write a denial can make).
+local len, limit, k = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local head_epoch, head_count = 0, 0
-local ring = {}
-local fields = redis.call('HGETALL', KEYS[1])
-for i = 1, #fields, 2 do
-  local e, c = string.match(fields[i + 1], '^(%d+) (%d+)$')
-  if e then
-    if fields[i] == 'h' then
-      head_epoch, head_count = tonumber(e), tonumber(c)
-    else
-      ring[tonumber(fields[i])] = {tonumber(e), tonumber(c)}
+local cur = (now - fmod(now, len)) / len
+local head, counts = cur, {}
+for j = 1, k + 1 do counts[j] = 0 end
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local size = #stored / 8
+  local v
+  if size >= 3 and fmod(#stored, 8) == 0 then v = {struct.unpack(string.rep('d', size), stored)} end
+  if v and v[1] == len and size == k + 3 then
+    head = v[2]
+    for j = 1, k + 1 do counts[j] = v[j + 2] end
+    -- A slot before the head's (time went back) counts in the head's slot.
+    if cur < head then cur = head end
+  elseif v then
+    local l, e, carried = v[1], v[2], 0
+    for j = 3, size do
+      if (e - (j - 3) + size - 2) * l > now then carried = carried + v[j] end
     end
+    counts[1] = carried
+  else
+    counts[1] = limit -- unreadable: counted as full for one period, never as empty
+  end
+  if head == cur and counts[1] > 0 and not (v and v[1] == len and size == k + 3) then
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old slots (which may outlast this quota's).
+    local out = {len, cur, counts[1]}
+    for j = 2, k + 1 do out[j + 2] = 0 end
+    redis.call('SET', KEYS[1], struct.pack(string.rep('d', k + 3), unpack(out)),
+      'PX', ttl_ms((cur + k + 1) * len - now))
   end
 end
--- A slot before the head's (time went back) counts in the head's slot.
-local cur = idiv(now, len)
-if cur < head_epoch then cur = head_epoch end
 local first = cur - k
 if first < 0 then first = 0 end
-local counts = {}
+-- The count of slot e: stored at index head - e + 1 when head - k <= e <= head.
 local total, newest = 0, nil
+local window = {}
 for e = first, cur do
   local c = 0
-  if e == head_epoch then
-    c = head_count
-  elseif e < cur then
-    local r = ring[math.fmod(e, ring_len)]
-    if r and r[1] == e then c = r[2] end
-  end
-  counts[e - first + 1] = c
+  local i = head - e + 1
+  if i >= 1 and i <= k + 1 then c = counts[i] end
+  window[e - first + 1] = c
   total = total + c
   if c ~= 0 then newest = e end
 end
 local remaining = limit - total
 if remaining < 0 then remaining = 0 end
-local function until_gone(e)
-  local t = (e + k + 1) * len - now
-  if t < 0 then return 0 end
-  return t
-end
 local reset = 0
-if newest then reset = until_gone(newest) end
+if newest then
+  reset = (newest + k + 1) * len - now
+  if reset < 0 then reset = 0 end
+end
 
 if n > limit then
-  return {0, remaining, -1, reset, 1}
+  return string.format('%d %d %d %d %d', 0, remaining, -1, reset, 1)
 end
 if total + n <= limit then
-  if n == 0 then return {1, remaining, -1, reset, 0} end
-  if head_epoch == cur then
-    redis.call('HSET', KEYS[1], 'h', string.format('%d %d', cur, head_count + n))
-  elseif head_count ~= 0 then
-    redis.call('HSET', KEYS[1], 'h', string.format('%d %d', cur, n),
-      string.format('%d', math.fmod(head_epoch, ring_len)),
-      string.format('%d %d', head_epoch, head_count))
-  else
-    redis.call('HSET', KEYS[1], 'h', string.format('%d %d', cur, n))
+  if n == 0 then return string.format('%d %d %d %d %d', 1, remaining, -1, reset, 0) end
+  local out = {len, cur}
+  local shift = cur - head
+  for j = 1, k + 1 do
+    local i = j - shift
+    local c = 0
+    if i >= 1 then c = counts[i] end
+    out[j + 2] = c
   end
-  redis.call('PEXPIRE', KEYS[1], ttl_ms(until_gone(cur)))
-  return {1, remaining - n, -1, until_gone(cur), 0}
+  out[3] = out[3] + n
+  local gone = (cur + k + 1) * len - now
+  if gone < 0 then gone = 0 end
+  redis.call('SET', KEYS[1], struct.pack(string.rep('d', k + 3), unpack(out)),
+    'PX', ttl_ms(gone))
+  return string.format('%d %d %d %d %d', 1, remaining - n, -1, gone, 0)
 end
 -- Denied: the first slot whose leaving frees enough.
 local left = total
 local pass_at = (cur + 1) * len
 for e = first, cur do
-  left = left - counts[e - first + 1]
+  left = left - window[e - first + 1]
   if left < 0 then left = 0 end
   if left + n <= limit then
     pass_at = (e + k + 1) * len
@@ -81,4 +99,4 @@ for e = first, cur do
 end
 local retry = pass_at - now
 if retry < 0 then retry = 0 end
-return {0, remaining, retry, reset, 0}
+return string.format('%d %d %d %d %d', 0, remaining, retry, reset, 0)

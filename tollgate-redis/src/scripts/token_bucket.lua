@@ -1,47 +1,95 @@
--- GCRA token bucket. KEYS[1]: the theoretical arrival time (TAT), a string "U R" meaning
--- U units + R/scale units (0 <= R < scale). Absent: a full bucket.
--- ARGV: n, now, min_ttl_ms, units_per_ms (see prelude.lua), then
+-- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
+-- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
+-- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
+-- ARGV: n, now (see prelude.lua), then
 --       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale,
 --       and optionally lease: when n passes, take up to this many (at least n) for the client
 --       to spend itself.
--- Reply: {allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
+-- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
 --        and after an admission with a lease, the units taken.
 -- Invariant: after every admission tat <= max(tat, now) + capacity, so any span [t0, t1]
 -- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
 -- the client); a denial writes nothing. One script call is atomic: no ordering to reason about.
-local interval, capacity, scale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local lease = tonumber(ARGV[8] or '0')
+--
+-- Another quota's state (other interval, scale or capacity): the tokens it still owed,
+-- ceil(max(tat - now, 0) / its interval), are owed in this quota's intervals, at most a
+-- drained bucket of this quota. So the new quota decides at once, admits no token the old
+-- state had spent, and never waits longer than its own drained bucket would (retry_after at
+-- most one interval per token asked). The text "U R" of an earlier release (no interval
+-- known): the time it owed, rounded up to whole units, at most a drained bucket. The
+-- converted state is written at once (the one write a denial can make): from then on the
+-- key is this quota's.
+local interval, capacity, scale = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local lease = tonumber(ARGV[6] or '0')
 
--- diff = max(tat - now, 0) in ticks: bounded by the capacity, never an absolute tick count.
+-- diff = max(tat - now, 0) in ticks.
 local diff = 0
 local stored = redis.call('GET', KEYS[1])
 if stored then
-  local u, r = string.match(stored, '^(%d+) (%d+)$')
-  u, r = tonumber(u), tonumber(r)
-  if u and u >= now then diff = (u - now) * scale + r end
+  local u, r, i, s, c
+  if #stored == 40 then
+    u, r, i, s, c = struct.unpack('ddddd', stored)
+  else
+    u, r = string.match(stored, '^(%d+) (%d+)$')
+    u, r, i = tonumber(u), tonumber(r), -1
+  end
+  if not r then
+    diff = capacity -- unreadable: counted as drained, never as full
+  elseif i == interval and s == scale and c == capacity then
+    if u >= now then diff = (u - now) * scale + r end
+  elseif u >= now then
+    if i > 0 then
+      local owed = (u - now) * s + r
+      local rt = fmod(owed, i)
+      local tokens = (owed - rt) / i + (rt > 0 and 1 or 0)
+      diff = capacity
+      if tokens < capacity / interval then diff = tokens * interval end
+    else
+      if r > 0 then u = u + 1 end
+      diff = capacity
+      if u - now < capacity / scale then diff = (u - now) * scale end
+    end
+    -- Stored converted, even if this call is denied: later calls count from it, not again
+    -- from the old state (which would owe the same tokens anew and never let one pass).
+    local rd = fmod(diff, scale)
+    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (diff - rd) / scale, rd, interval,
+      scale, capacity), 'PX', ttl_ms((diff - rd) / scale + 1))
+  end
 end
-local function tokens(ticks) if ticks <= 0 then return 0 end return idiv(ticks, interval) end
 
 local cost = n * interval
 if cost > capacity then
-  return {0, tokens(capacity - diff), -1, cdiv(diff, scale), 1}
+  local left = capacity - diff
+  if left < 0 then left = 0 end
+  local rs = fmod(diff, scale)
+  return string.format('%d %d %d %d %d', 0, (left - fmod(left, interval)) / interval, -1,
+    (diff - rs) / scale + (rs > 0 and 1 or 0), 1)
 end
 local new_diff = diff + cost
 if new_diff <= capacity then
+  local left = capacity - new_diff
   local taken = n
   if n > 0 and lease > n then
-    local extra = tokens(capacity - new_diff)
+    local extra = (left - fmod(left, interval)) / interval
     if extra > lease - n then extra = lease - n end
     taken = n + extra
     new_diff = new_diff + extra * interval
+    left = capacity - new_diff
   end
+  local rs = fmod(new_diff, scale)
+  local full = (new_diff - rs) / scale + (rs > 0 and 1 or 0)
   if n > 0 then
-    redis.call('SET', KEYS[1],
-      string.format('%d %d', now + idiv(new_diff, scale), math.fmod(new_diff, scale)),
-      'PX', ttl_ms(cdiv(new_diff, scale)))
+    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
+      interval, scale, capacity), 'PX', ttl_ms(full))
   end
-  return {1, tokens(capacity - new_diff), -1, cdiv(new_diff, scale), 0, taken}
+  return string.format('%d %d %d %d %d %d', 1, (left - fmod(left, interval)) / interval, -1, full, 0, taken)
 end
 local remaining = 0
-if n ~= 1 then remaining = tokens(capacity - diff) end
-return {0, remaining, cdiv(new_diff - capacity, scale), cdiv(diff, scale), 0}
+if n ~= 1 then
+  local left = capacity - diff
+  if left > 0 then remaining = (left - fmod(left, interval)) / interval end
+end
+local over = new_diff - capacity
+local ro, rd = fmod(over, scale), fmod(diff, scale)
+return string.format('%d %d %d %d %d', 0, remaining, (over - ro) / scale + (ro > 0 and 1 or 0),
+  (diff - rd) / scale + (rd > 0 and 1 or 0), 0)

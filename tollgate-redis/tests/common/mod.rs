@@ -28,7 +28,7 @@ fn require(tool: &str) {
 }
 
 /// A port free for the server and, for cluster nodes, for its bus (port + 10000).
-fn free_port(with_bus: bool) -> u16 {
+pub fn free_port(with_bus: bool) -> u16 {
     loop {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let port = l.local_addr().unwrap().port();
@@ -55,7 +55,7 @@ impl RedisServer {
         RedisServer::start_with(free_port(false), Vec::new())
     }
 
-    fn start_with(port: u16, extra: Vec<String>) -> RedisServer {
+    pub fn start_with(port: u16, extra: Vec<String>) -> RedisServer {
         require("redis-server");
         require("redis-cli");
         let dir =
