@@ -59,7 +59,11 @@ pub(crate) fn fixed_params(quota: &Quota) -> CellParams {
 /// up to eight lanes; a key's count is the smaller of its two lanes, which other keys can
 /// only raise. So the sketch **never admits more** for a key than an exact
 /// [`KeyedLimiter`](crate::KeyedLimiter) of the same quota (fixed window) would: its only
-/// error is a *false denial*, when other keys have filled both lanes of a key. Its
+/// error is a *false denial*, when other keys have filled both lanes of a key. (With a clock
+/// that steps back the two part ways: the exact map counts a request behind the key's window
+/// in that later window, the sketch denies it; a request after the clock is back may then
+/// pass the sketch and not the exact map. Every admission still fits the key's own limit per
+/// window.) Its
 /// [`Decision`]s are never optimistic against the key's own count: `remaining` is at most
 /// what an exact limiter charged with the key's admissions would have left, `retry_after`
 /// and `reset_after` at least its.
