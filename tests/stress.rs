@@ -249,15 +249,25 @@ fn check_bucket(events: &[Event]) -> Result<(), String> {
         }
     }
     let times: Vec<(u64, u64)> = adm.into_iter().collect();
+    // Refund readings and the units given back up to each (inclusive prefix sums).
+    let (ref_at, ref_sum): (Vec<u64>, Vec<u64>) = refs
+        .into_iter()
+        .scan(0, |sum, (t, n)| {
+            *sum += n;
+            Some((t, *sum))
+        })
+        .unzip();
+    let upto = |k: usize| if k == 0 { 0 } else { ref_sum[k - 1] };
     let cap = PERIOD;
     for (i, &(a, _)) in times.iter().enumerate() {
-        let mut admitted = 0;
+        let below = upto(ref_at.partition_point(|&t| t < a.saturating_sub(cap)));
+        let (mut admitted, mut hi) = (0, 0);
         for &(b, n) in &times[i..] {
             admitted += n;
-            let refunded: u64 = refs
-                .range(a.saturating_sub(cap)..=b + cap)
-                .map(|(_, n)| n)
-                .sum();
+            while hi < ref_at.len() && ref_at[hi] <= b + cap {
+                hi += 1;
+            }
+            let refunded = upto(hi) - below;
             let bound = LIMIT + LIMIT * (b - a) / PERIOD;
             if admitted > bound + refunded {
                 return Err(format!(
