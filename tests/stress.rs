@@ -19,8 +19,9 @@
 //! unit less than asked, one gives back a unit more than it reports) and asserts that the
 //! checker reports each of them.
 //!
-//! Before the threads, the same workload runs on one thread against both the lock-free limiter
-//! and its twin, decision by decision: they must answer alike.
+//! Before the threads, a seeded sequence of requests, refunds and clock steps (back ones
+//! included) runs on one thread against both the lock-free limiter and its twin, decision by
+//! decision: they must answer alike.
 
 mod common;
 
