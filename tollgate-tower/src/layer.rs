@@ -19,16 +19,16 @@ use core::mem;
 use core::pin::Pin;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::task::{Context, Poll, Waker};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, Method, Request, Response, StatusCode};
-use tollgate::Decision;
+use tollgate::{Decision, Quota};
 use tower::{Layer, Service};
 
-use crate::backend::Backend;
-use crate::headers::{PolicyHeaders, PolicyNameError, RateLimitHeaders};
-use crate::key::KeyExtractor;
+use crate::backend::{Backend, IntoBackend};
+use crate::headers::{PolicyHeaders, PolicyNameError, QuotaUnit, RateLimitHeaders};
+use crate::key::{KeyError, KeyExtractor};
 
 /// When the `RateLimit` / `RateLimit-Policy` headers are sent.
 ///
@@ -101,6 +101,7 @@ pub struct Stats {
     denied: AtomicU64,
     shadow_denied: AtomicU64,
     missing_key: AtomicU64,
+    invalid_key: AtomicU64,
     errors: AtomicU64,
 }
 
@@ -135,6 +136,17 @@ impl Stats {
         self.missing_key.load(Ordering::Relaxed)
     }
 
+    /// Requests refused (or, in shadow mode, passed) for naming their key more than once
+    /// ([`KeyError::Ambiguous`]).
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::Stats::default().invalid_key(), 0);
+    /// ```
+    pub fn invalid_key(&self) -> u64 {
+        // Relaxed: a statistic; no other memory is published through it.
+        self.invalid_key.load(Ordering::Relaxed)
+    }
+
     /// Requests the backend could not decide (whatever [`OnError`] then did with them).
     ///
     /// ```
@@ -158,7 +170,10 @@ struct Policy<Bk> {
     /// `None` for the default policy.
     prefix: Option<Box<str>>,
     backend: Arc<Bk>,
-    headers: PolicyHeaders,
+    /// Rendered for the backend's quota when the policy was made.
+    headers: Arc<PolicyHeaders>,
+    /// Rendered for the quota in force, once a live backend's quota has changed.
+    changed: Arc<Mutex<Option<Arc<PolicyHeaders>>>>,
 }
 
 impl<Bk> Clone for Policy<Bk> {
@@ -166,8 +181,59 @@ impl<Bk> Clone for Policy<Bk> {
         Policy {
             prefix: self.prefix.clone(),
             backend: Arc::clone(&self.backend),
-            headers: self.headers.clone(),
+            headers: Arc::clone(&self.headers),
+            changed: Arc::clone(&self.changed),
         }
+    }
+}
+
+impl<Bk: Backend> Policy<Bk> {
+    fn new(
+        prefix: Option<Box<str>>,
+        name: &str,
+        backend: Arc<Bk>,
+        unit: QuotaUnit,
+    ) -> Result<Self, PolicyNameError> {
+        let headers = Arc::new(PolicyHeaders::try_with_unit(name, &backend.quota(), unit)?);
+        Ok(Policy {
+            prefix,
+            backend,
+            headers,
+            changed: Arc::default(),
+        })
+    }
+
+    /// Runs `f` on the headers of the quota in force: the ones rendered up front unless a
+    /// live backend's quota changed since (then rendered once per change, under a lock that
+    /// only such policies take).
+    #[inline]
+    fn with_headers<T>(&self, f: impl FnOnce(&PolicyHeaders) -> T) -> T {
+        let quota = self.backend.quota();
+        if quota == self.headers.quota() {
+            return f(&self.headers);
+        }
+        self.with_changed(quota, f)
+    }
+
+    #[cold]
+    fn with_changed<T>(&self, quota: Quota, f: impl FnOnce(&PolicyHeaders) -> T) -> T {
+        let current = {
+            let mut slot = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(h) if h.quota() == quota => Arc::clone(h),
+                _ => {
+                    // The name was checked when the policy was made.
+                    let (name, unit) = (self.headers.name(), self.headers.unit());
+                    let h = match PolicyHeaders::try_with_unit(name, &quota, unit) {
+                        Ok(h) => Arc::new(h),
+                        Err(_) => return f(&self.headers),
+                    };
+                    *slot = Some(Arc::clone(&h));
+                    h
+                }
+            }
+        };
+        f(&current)
     }
 }
 
@@ -181,6 +247,11 @@ struct Config<X, Bk: Backend> {
     exceeds: StatusCode,
     shadow: bool,
     exempt: Vec<Method>,
+    cors_preflight: bool,
+    /// Send `RateLimit` headers for keys shared by many clients.
+    expose_shared: bool,
+    unit: QuotaUnit,
+    outage_retry_after: HeaderValue,
     cost: Option<Arc<CostFn>>,
     stats: Arc<Stats>,
 }
@@ -196,6 +267,10 @@ impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
             exceeds: self.exceeds,
             shadow: self.shadow,
             exempt: self.exempt.clone(),
+            cors_preflight: self.cors_preflight,
+            expose_shared: self.expose_shared,
+            unit: self.unit,
+            outage_retry_after: self.outage_retry_after.clone(),
             cost: self.cost.clone(),
             stats: Arc::clone(&self.stats),
         }
@@ -244,8 +319,11 @@ impl<X, Bk: Backend> fmt::Debug for RateLimitLayer<X, Bk> {
 
 impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
     /// Limits every request by the key `extractor` picks, against `backend`'s quota, under the
-    /// policy name `"default"`. Defaults: headers on every response, `OPTIONS` not counted,
-    /// cost 1, a keyless request gets `500`, a backend error `503`.
+    /// policy name `"default"`. `backend` is any [`Backend`] or a `KeyedLimiter` you built.
+    /// Defaults: every method counted, headers on every response (none for a key shared by
+    /// many clients, see [`RateLimitLayer::expose_shared_state`]), cost 1, a keyless request
+    /// gets `500`, a request naming its key twice `400`, a backend error `503` with
+    /// `Retry-After: 1`.
     ///
     /// ```
     /// use tollgate::{Algorithm, Quota};
@@ -253,26 +331,26 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1000)?)?);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(extractor: X, backend: Bk) -> Self {
-        let quota = backend.quota();
-        let headers = match PolicyHeaders::try_new("default", &quota) {
-            Ok(h) => h,
+    pub fn new(extractor: X, backend: impl IntoBackend<Backend = Bk>) -> Self {
+        let backend = backend.into_backend();
+        let policy = match Policy::new(None, "default", Arc::new(backend), QuotaUnit::Requests) {
+            Ok(p) => p,
             Err(_) => unreachable!("\"default\" is printable ASCII"),
         };
         RateLimitLayer {
             config: Arc::new(Config {
                 extractor,
-                policies: vec![Policy {
-                    prefix: None,
-                    backend: Arc::new(backend),
-                    headers,
-                }],
+                policies: vec![policy],
                 header_mode: HeaderMode::Always,
                 missing: MissingKey::Reject(StatusCode::INTERNAL_SERVER_ERROR),
                 on_error: OnError::default(),
                 exceeds: StatusCode::TOO_MANY_REQUESTS,
                 shadow: false,
-                exempt: vec![Method::OPTIONS],
+                exempt: Vec::new(),
+                cors_preflight: false,
+                expose_shared: false,
+                unit: QuotaUnit::Requests,
+                outage_retry_after: HeaderValue::from_static("1"),
                 cost: None,
                 stats: Arc::new(Stats::default()),
             }),
@@ -301,13 +379,23 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
             .policies
             .last_mut()
             .expect("the default policy is always last");
-        default.headers = PolicyHeaders::try_new(name, &default.backend.quota())?;
+        *default = Policy::new(
+            None,
+            name,
+            Arc::clone(&default.backend),
+            default.headers.unit(),
+        )?;
         Ok(self)
     }
 
     /// Requests whose path is `prefix` or lies below it (`/upload` matches `/upload` and
     /// `/upload/x`, not `/uploads`) are limited by `backend` under the policy `name`: one
     /// quota per route or plan. The longest matching prefix wins; other paths use the default.
+    ///
+    /// Paths are matched normalized, as the most lenient upstream would route them: merged
+    /// slashes, percent-escapes decoded (repeatedly), dot segments resolved, `;` parameters
+    /// dropped, `\` as `/`, ASCII case ignored. `//login`, `/%6Cogin`, `/LOGIN` and
+    /// `/x/../login` all get `/login`'s policy.
     ///
     /// # Errors
     /// [`PolicyNameError`] for a byte outside printable ASCII in `name`.
@@ -323,14 +411,16 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
         mut self,
         prefix: &str,
         name: &str,
-        backend: Bk,
+        backend: impl IntoBackend<Backend = Bk>,
     ) -> Result<Self, PolicyNameError> {
-        let headers = PolicyHeaders::try_new(name, &backend.quota())?;
-        let policy = Policy {
-            prefix: Some(prefix.trim_end_matches('/').into()),
-            backend: Arc::new(backend),
-            headers,
-        };
+        let unit = self.config.unit;
+        let prefix = crate::path::normalize(prefix);
+        let policy = Policy::new(
+            Some(prefix.trim_end_matches('/').into()),
+            name,
+            Arc::new(backend.into_backend()),
+            unit,
+        )?;
         let policies = &mut self.config().policies;
         policies.push(policy);
         // Longest prefix first; the default (no prefix, length -1) stays last.
@@ -397,8 +487,11 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
         self
     }
 
-    /// Shadow mode: never deny; send the headers as if limiting, and count what would have
-    /// been denied in [`Stats::shadow_denied`]. For trying a limit on live traffic.
+    /// Shadow mode: never answer in place of the inner service; send the headers as if
+    /// limiting, and count what would have been denied in [`Stats::shadow_denied`]. Keyless
+    /// requests, requests naming their key twice, and requests the backend could not decide
+    /// are counted ([`Stats::missing_key`], [`Stats::invalid_key`], [`Stats::errors`]) and
+    /// passed too. For trying a limit on live traffic.
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota};
@@ -412,19 +505,97 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
         self
     }
 
-    /// Methods that pass uncounted and without headers (default: `OPTIONS`, so CORS
-    /// preflights do not eat the quota). Replaces the list.
+    /// Methods that pass uncounted and without headers (default: none, every method is
+    /// counted). Replaces the list. An exempt method reaches the inner service without any
+    /// limit: exempt only what the inner service answers cheaply.
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota};
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// use http::Method;
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .exempt_methods([Method::OPTIONS, Method::HEAD]);
+    ///     .exempt_methods([Method::HEAD]);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn exempt_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
         self.config().exempt = methods.into_iter().collect();
+        self
+    }
+
+    /// Lets CORS preflights pass uncounted (default off): an `OPTIONS` request carrying both
+    /// `Origin` and `Access-Control-Request-Method`. Any client can send those headers, so
+    /// the inner service must answer such a request cheaply (a CORS layer inside this one).
+    /// Other `OPTIONS` requests are counted.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .exempt_cors_preflight(true);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn exempt_cors_preflight(mut self, on: bool) -> Self {
+        self.config().cors_preflight = on;
+        self
+    }
+
+    /// Sends the `RateLimit` headers even when one key stands for many clients (a
+    /// [`GlobalKey`](crate::GlobalKey), a `RouteKey`, keyless requests in a
+    /// [`MissingKey::Shared`] bucket). Off by default: those headers would tell every client
+    /// how much of the shared quota the others used. A denial still carries `Retry-After`.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .expose_shared_state(true);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn expose_shared_state(mut self, on: bool) -> Self {
+        self.config().expose_shared = on;
+        self
+    }
+
+    /// What the quotas count, announced as `qu` in `RateLimit-Policy` (default requests,
+    /// not announced). Set it with a [`RateLimitLayer::cost`] that counts something else.
+    /// Applies to every policy, those added before and after.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, QuotaUnit};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1 << 20)?)?)
+    ///     .cost(tollgate_tower::content_length_cost)
+    ///     .quota_unit(QuotaUnit::ContentBytes);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn quota_unit(mut self, unit: QuotaUnit) -> Self {
+        let config = self.config();
+        config.unit = unit;
+        for p in &mut config.policies {
+            if let Ok(new) = Policy::new(
+                p.prefix.clone(),
+                p.headers.name(),
+                Arc::clone(&p.backend),
+                unit,
+            ) {
+                *p = new;
+            }
+        }
+        self
+    }
+
+    /// The `Retry-After` sent with the answer to a request the backend could not decide
+    /// ([`OnError::Reject`], default 1 s, rounded up to whole seconds).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .outage_retry_after(std::time::Duration::from_secs(5));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn outage_retry_after(mut self, wait: core::time::Duration) -> Self {
+        self.config().outage_retry_after = HeaderValue::from(crate::headers::ceil_secs(wait));
         self
     }
 
@@ -486,6 +657,7 @@ impl<S, X: Clone, Bk: Backend> Layer<S> for RateLimitLayer<X, Bk> {
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit {
             inner,
+            ready: false,
             config: Arc::clone(&self.config),
         }
     }
@@ -513,6 +685,8 @@ impl<S, X: Clone, Bk: Backend> Layer<S> for RateLimitLayer<X, Bk> {
 /// ```
 pub struct RateLimit<S, X, Bk: Backend> {
     inner: S,
+    /// Whether `inner` answered `poll_ready` with `Ready` since its last call.
+    ready: bool,
     config: Arc<Config<X, Bk>>,
 }
 
@@ -520,6 +694,7 @@ impl<S: Clone, X, Bk: Backend> Clone for RateLimit<S, X, Bk> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
+            ready: false,
             config: Arc::clone(&self.config),
         }
     }
@@ -572,22 +747,44 @@ fn answer<R: Default>(
 }
 
 impl<X, Bk: Backend> Config<X, Bk> {
-    /// The index of the policy for a request to `uri`.
+    /// The index of the policy for a request to `uri`, matched on its normalized path.
     #[inline]
     fn policy(&self, uri: &http::Uri) -> usize {
         if self.policies.len() == 1 {
             return 0; // the default policy alone: no path to look at
         }
-        let path = uri.path();
+        let path = crate::path::normalize(uri.path());
         self.policies
             .iter()
             .position(|p| match &p.prefix {
                 None => true,
-                Some(prefix) => path
-                    .strip_prefix(&**prefix)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+                Some(prefix) => crate::path::under(&path, prefix),
             })
             .unwrap_or(self.policies.len() - 1)
+    }
+
+    /// The header mode for a key of this kind: none for a shared key unless exposed.
+    #[inline]
+    fn mode(&self, shared: bool) -> HeaderMode {
+        if shared && !self.expose_shared {
+            HeaderMode::Never
+        } else {
+            self.header_mode
+        }
+    }
+
+    /// Whether `req` passes uncounted: an exempt method, or an allowed CORS preflight.
+    #[inline]
+    fn exempt<B>(&self, req: &Request<B>) -> bool {
+        if !self.exempt.is_empty() && self.exempt.contains(req.method()) {
+            return true;
+        }
+        self.cors_preflight
+            && req.method() == Method::OPTIONS
+            && req.headers().contains_key(http::header::ORIGIN)
+            && req
+                .headers()
+                .contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
     }
 
     /// What the backend's answer (or failure) means for the request with headers `req`.
@@ -597,13 +794,14 @@ impl<X, Bk: Backend> Config<X, Bk> {
         policy: usize,
         req: &HeaderMap,
         result: Result<Decision, E>,
+        shared: bool,
     ) -> Verdict<R> {
         match result {
             // The common case, inline: an admission without headers renders and counts nothing.
-            Ok(d) if d.is_allowed() && self.header_mode != HeaderMode::Always => {
+            Ok(d) if d.is_allowed() && self.mode(shared) != HeaderMode::Always => {
                 Verdict::Pass(None)
             }
-            result => self.full_verdict(policy, req, result),
+            result => self.full_verdict(policy, req, result, shared),
         }
     }
 
@@ -613,32 +811,37 @@ impl<X, Bk: Backend> Config<X, Bk> {
         policy: usize,
         req: &HeaderMap,
         result: Result<Decision, E>,
+        shared: bool,
     ) -> Verdict<R> {
+        let mode = self.mode(shared);
         let decision = match result {
             Ok(d) => d,
             Err(_) => {
                 Stats::bump(&self.stats.errors);
                 return match self.on_error {
-                    OnError::Allow => Verdict::Pass(None),
-                    OnError::Reject(status) => {
+                    OnError::Reject(status) if !self.shadow => {
                         let grpc = is_grpc(req);
-                        Verdict::Answer(answer(grpc, status, "14", "rate limiter unavailable"))
+                        let mut res = answer(grpc, status, "14", "rate limiter unavailable");
+                        res.headers_mut()
+                            .insert(http::header::RETRY_AFTER, self.outage_retry_after.clone());
+                        Verdict::Answer(res)
                     }
+                    _ => Verdict::Pass(None),
                 };
             }
         };
-        let headers = &self.policies[policy].headers;
+        let policy = &self.policies[policy];
         if decision.is_allowed() {
-            return Verdict::Pass(match self.header_mode {
-                HeaderMode::Always => Some(headers.render(&decision)),
+            return Verdict::Pass(match mode {
+                HeaderMode::Always => Some(policy.with_headers(|h| h.render(&decision))),
                 HeaderMode::DenyOnly | HeaderMode::Never => None,
             });
         }
-        let mut rendered = headers.render(&decision);
+        let mut rendered = policy.with_headers(|h| h.render(&decision));
         if self.shadow {
             Stats::bump(&self.stats.shadow_denied);
             rendered.retry_after = None;
-            return Verdict::Pass((self.header_mode != HeaderMode::Never).then_some(rendered));
+            return Verdict::Pass((mode != HeaderMode::Never).then_some(rendered));
         }
         Stats::bump(&self.stats.denied);
         let status = if decision.exceeds_capacity() {
@@ -647,7 +850,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
             StatusCode::TOO_MANY_REQUESTS
         };
         let mut res = answer(is_grpc(req), status, "8", "rate limit exceeded");
-        if self.header_mode == HeaderMode::Never {
+        if mode == HeaderMode::Never {
             if let Some(r) = rendered.retry_after {
                 res.headers_mut().insert(http::header::RETRY_AFTER, r);
             }
@@ -669,22 +872,46 @@ where
     type Error = S::Error;
     type Future = ResponseFuture<S, ReqB, X, Bk>;
 
+    /// Always ready unless the inner service failed: a denial never waits for the inner
+    /// service. The inner service's readiness is polled here and remembered; an admitted
+    /// request that finds it not ready waits for it inside its response future.
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+        if !self.ready {
+            match self.inner.poll_ready(cx) {
+                Poll::Ready(Ok(())) => self.ready = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         let config = &*self.config;
-        if config.exempt.contains(req.method()) {
-            return ResponseFuture::inner(self.inner.call(req), None);
+        if config.exempt(&req) {
+            return self.pass(req, None);
         }
-        let key = match config.extractor.extract(&req) {
-            Some(key) => key,
-            None => {
+        let mut shared = config.extractor.is_shared();
+        let key = match config.extractor.extract_key(&req) {
+            Ok(key) => key,
+            Err(KeyError::Ambiguous) => {
+                Stats::bump(&config.stats.invalid_key);
+                if config.shadow {
+                    return self.pass(req, None);
+                }
+                return ResponseFuture::answer(answer(
+                    is_grpc(req.headers()),
+                    StatusCode::BAD_REQUEST,
+                    "3",
+                    "ambiguous rate-limit key",
+                ));
+            }
+            Err(KeyError::Missing) => {
                 Stats::bump(&config.stats.missing_key);
                 match &config.missing {
-                    MissingKey::Allow => return ResponseFuture::inner(self.inner.call(req), None),
+                    MissingKey::Allow => return self.pass(req, None),
+                    MissingKey::Reject(_) if config.shadow => return self.pass(req, None),
                     MissingKey::Reject(status) => {
                         return ResponseFuture::answer(answer(
                             is_grpc(req.headers()),
@@ -693,7 +920,10 @@ where
                             "no rate-limit key",
                         ))
                     }
-                    MissingKey::Shared(key) => key.clone(),
+                    MissingKey::Shared(key) => {
+                        shared = true;
+                        key.clone()
+                    }
                 }
             }
         };
@@ -712,14 +942,12 @@ where
         let mut decision = config.policies[policy].backend.try_acquire(&key, cost);
         // An in-process backend is ready now: decide without a wake-up or a service clone.
         match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(result) => match config.verdict(policy, req.headers(), result) {
-                Verdict::Pass(headers) => ResponseFuture::inner(self.inner.call(req), headers),
+            Poll::Ready(result) => match config.verdict(policy, req.headers(), result, shared) {
+                Verdict::Pass(headers) => self.pass(req, headers),
                 Verdict::Answer(res) => ResponseFuture::answer(res),
             },
             Poll::Pending => {
-                // The ready service goes into the future; this one keeps a fresh clone.
-                let clone = self.inner.clone();
-                let ready = mem::replace(&mut self.inner, clone);
+                let (service, ready) = self.take_service();
                 ResponseFuture {
                     state: State::Deciding {
                         decision,
@@ -727,9 +955,11 @@ where
                         // move on every other request.
                         waiting: Some(Box::new(Waiting {
                             req,
-                            service: ready,
+                            service,
+                            ready,
                             config: Arc::clone(&self.config),
                             policy,
+                            shared,
                         })),
                     },
                 }
@@ -738,12 +968,52 @@ where
     }
 }
 
+impl<S: Clone, X, Bk: Backend> RateLimit<S, X, Bk> {
+    /// The inner service for a response future, and whether it is ready: this service keeps
+    /// a fresh clone (not ready).
+    fn take_service(&mut self) -> (S, bool) {
+        let clone = self.inner.clone();
+        (
+            mem::replace(&mut self.inner, clone),
+            mem::take(&mut self.ready),
+        )
+    }
+
+    /// Hands `req` to the inner service: at once if it is ready, else through a response
+    /// future that waits for it.
+    #[inline]
+    fn pass<ReqB>(
+        &mut self,
+        req: Request<ReqB>,
+        headers: Option<RateLimitHeaders>,
+    ) -> ResponseFuture<S, ReqB, X, Bk>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        if mem::take(&mut self.ready) {
+            return ResponseFuture::inner(self.inner.call(req), headers);
+        }
+        let (service, _) = self.take_service();
+        ResponseFuture::readying(service, req, headers)
+    }
+}
+
 /// A request waiting for an asynchronous backend's decision.
 struct Waiting<S, ReqB, X, Bk: Backend> {
     req: Request<ReqB>,
     service: S,
+    /// Whether `service` is ready.
+    ready: bool,
     config: Arc<Config<X, Bk>>,
     policy: usize,
+    shared: bool,
+}
+
+/// An admitted request waiting for the inner service to be ready.
+struct Readying<S, ReqB> {
+    service: S,
+    req: Request<ReqB>,
+    headers: Option<RateLimitHeaders>,
 }
 
 pin_project_lite::pin_project! {
@@ -768,6 +1038,8 @@ pin_project_lite::pin_project! {
         Inner { #[pin] future: S::Future, headers: Option<RateLimitHeaders> },
         Answer { response: Option<S::Response> },
         Deciding { decision: Bk::Future, waiting: Option<Box<Waiting<S, ReqB, X, Bk>>> },
+        // Boxed: only a request that finds the inner service busy waits here.
+        Readying { waiting: Option<Box<Readying<S, ReqB>>> },
     }
 }
 
@@ -782,6 +1054,18 @@ impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> ResponseFuture<S, ReqB, X,
         ResponseFuture {
             state: State::Answer {
                 response: Some(response),
+            },
+        }
+    }
+
+    fn readying(service: S, req: Request<ReqB>, headers: Option<RateLimitHeaders>) -> Self {
+        ResponseFuture {
+            state: State::Readying {
+                waiting: Some(Box::new(Readying {
+                    service,
+                    req,
+                    headers,
+                })),
             },
         }
     }
@@ -825,20 +1109,48 @@ where
                     let res = response.take().expect("polled after completion");
                     return Poll::Ready(Ok(res));
                 }
+                StateProj::Readying { waiting } => {
+                    let w = waiting.as_mut().expect("polled after completion");
+                    match w.service.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                    let Readying {
+                        mut service,
+                        req,
+                        headers,
+                    } = *waiting.take().expect("polled after completion");
+                    let next = State::Inner {
+                        future: service.call(req),
+                        headers,
+                    };
+                    this.state.set(next);
+                }
                 StateProj::Deciding { decision, waiting } => {
                     let result = match Pin::new(decision).poll(cx) {
                         Poll::Ready(r) => r,
                         Poll::Pending => return Poll::Pending,
                     };
                     let w = *waiting.take().expect("polled after completion");
-                    let next = match w.config.verdict(w.policy, w.req.headers(), result) {
-                        Verdict::Pass(headers) => {
+                    let verdict = w
+                        .config
+                        .verdict(w.policy, w.req.headers(), result, w.shared);
+                    let next = match verdict {
+                        Verdict::Pass(headers) if w.ready => {
                             let mut service = w.service;
                             State::Inner {
                                 future: service.call(w.req),
                                 headers,
                             }
                         }
+                        Verdict::Pass(headers) => State::Readying {
+                            waiting: Some(Box::new(Readying {
+                                service: w.service,
+                                req: w.req,
+                                headers,
+                            })),
+                        },
                         Verdict::Answer(res) => State::Answer {
                             response: Some(res),
                         },

@@ -34,18 +34,20 @@ mod headers;
 mod key;
 mod layer;
 mod net;
+mod path;
 #[cfg(feature = "redis")]
 mod redis;
 
-pub use backend::{Backend, LocalBackend};
+pub use backend::{Backend, IntoBackend, LocalBackend};
 pub use headers::{
-    ceil_secs, PolicyHeaders, PolicyNameError, RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
+    ceil_secs, stated_policy, PolicyHeaders, PolicyNameError, QuotaUnit, RateLimitHeaders,
+    RATELIMIT, RATELIMIT_POLICY,
 };
 #[cfg(feature = "axum")]
 pub use key::RouteKey;
 pub use key::{
-    key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyExtractor,
-    PeerAddr, PeerIp, TrustedProxy,
+    key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyError,
+    KeyExtractor, PeerAddr, PeerIp, RealIp, TrustedProxy,
 };
 pub use layer::{
     content_length_cost, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
