@@ -89,14 +89,18 @@ impl QuotaUnit {
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub fn stated_policy(quota: &Quota) -> (u64, Option<u64>) {
-    let whole = |ns: u128| (ns % 1_000_000_000 == 0).then(|| (ns / 1_000_000_000) as u64);
+    let whole = |ns: u128| {
+        ns.is_multiple_of(1_000_000_000)
+            .then_some((ns / 1_000_000_000) as u64)
+    };
     let period = quota.period().as_nanos();
     if quota.burst() <= quota.limit() {
         return (quota.limit(), whole(period));
     }
     // The time a drained bucket takes to refill `burst`: burst × period / limit.
     let refill = period * u128::from(quota.burst());
-    let w = (refill % u128::from(quota.limit()) == 0)
+    let w = refill
+        .is_multiple_of(u128::from(quota.limit()))
         .then(|| refill / u128::from(quota.limit()))
         .and_then(whole);
     (quota.burst(), w)
