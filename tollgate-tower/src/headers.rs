@@ -193,7 +193,42 @@ pub struct RateLimitHeaders {
     pub ratelimit: HeaderValue,
     /// `Retry-After`, on a denial that a retry can pass.
     pub retry_after: Option<HeaderValue>,
+    /// The legacy `X-RateLimit-*` fields, when asked for ([`RateLimitHeaders::with_legacy`]).
+    pub legacy: Option<Box<LegacyHeaders>>,
 }
+
+/// The legacy fields many clients (and tower_governor's `use_headers`) know, beside the IETF
+/// ones: `X-RateLimit-Limit` (the stated quota), `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+/// (seconds), and on a denial `X-RateLimit-After` (seconds to wait).
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+/// let q = Quota::per_second(4)?;
+/// let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+/// let b = TokenBucket::with_clock(q, ManualClock::new());
+/// let mut map = http::HeaderMap::new();
+/// h.render(&b.try_acquire()).with_legacy(&h).apply(&mut map);
+/// assert_eq!(map["x-ratelimit-limit"], "4");
+/// assert_eq!(map["x-ratelimit-remaining"], "3");
+/// assert_eq!(map["x-ratelimit-reset"], "1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct LegacyHeaders {
+    /// `X-RateLimit-Limit`.
+    pub limit: HeaderValue,
+    /// `X-RateLimit-Remaining`.
+    pub remaining: HeaderValue,
+    /// `X-RateLimit-Reset`.
+    pub reset: HeaderValue,
+    /// `X-RateLimit-After`, on a denial a retry can pass.
+    pub after: Option<HeaderValue>,
+}
+
+static X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+static X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+static X_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-after");
 
 impl RateLimitHeaders {
     /// Adds the values to `headers`: `RateLimit-Policy` and `RateLimit` are lists, so our item
@@ -212,11 +247,58 @@ impl RateLimitHeaders {
     pub fn apply(self, headers: &mut HeaderMap) {
         headers.append(RATELIMIT_POLICY, self.policy);
         headers.append(RATELIMIT, self.ratelimit);
+        let set = |headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue| {
+            if let http::header::Entry::Vacant(e) = headers.entry(name) {
+                e.insert(v);
+            }
+        };
         if let Some(r) = self.retry_after {
-            if let http::header::Entry::Vacant(e) = headers.entry(RETRY_AFTER) {
-                e.insert(r);
+            set(headers, &RETRY_AFTER, r);
+        }
+        if let Some(l) = self.legacy {
+            let l = *l;
+            set(headers, &X_LIMIT, l.limit);
+            set(headers, &X_REMAINING, l.remaining);
+            set(headers, &X_RESET, l.reset);
+            if let Some(a) = l.after {
+                set(headers, &X_AFTER, a);
             }
         }
+    }
+
+    /// Adds the legacy `X-RateLimit-*` values of `policy` ([`LegacyHeaders`]), read from
+    /// these values: `r` and `t` of `RateLimit`, the wait of `Retry-After`.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// # let q = Quota::per_second(1)?;
+    /// # let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+    /// # let b = TokenBucket::with_clock(q, ManualClock::new());
+    /// let _ = b.try_acquire();
+    /// let no = h.render(&b.try_acquire()).with_legacy(&h);
+    /// assert_eq!(no.legacy.unwrap().after.unwrap(), "1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_legacy(mut self, policy: &PolicyHeaders) -> Self {
+        let text = self.ratelimit.as_bytes();
+        let param = |name: &[u8]| -> HeaderValue {
+            let at = text
+                .windows(name.len())
+                .rposition(|w| w == name)
+                .map_or(text.len(), |i| i + name.len());
+            let end = text[at..]
+                .iter()
+                .position(|b| !b.is_ascii_digit())
+                .map_or(text.len(), |n| at + n);
+            HeaderValue::from_bytes(&text[at..end]).unwrap_or_else(|_| unreachable_value())
+        };
+        self.legacy = Some(Box::new(LegacyHeaders {
+            limit: HeaderValue::from(policy.q),
+            remaining: param(b";r="),
+            reset: param(b";t="),
+            after: self.retry_after.clone(),
+        }));
+        self
     }
 }
 
@@ -396,6 +478,7 @@ impl PolicyHeaders {
             policy: self.policy.clone(),
             ratelimit: self.ratelimit(decision.remaining().min(self.q), t),
             retry_after,
+            legacy: None,
         }
     }
 

@@ -1,12 +1,14 @@
 //! [`RateLimitLayer`] and its service [`RateLimit`]: per-key limits in front of any tower
 //! service taking `http::Request<B>` and answering `http::Response<R>` with `R: Default`.
 //!
-//! Per request: skip exempt methods (`OPTIONS` by default); pick the policy (the longest
-//! matching route prefix, else the default); extract the key; ask the policy's backend for
-//! `cost` units. An admission calls the inner service (adding the headers if configured); a
-//! denial answers at once with `429` (gRPC: `grpc-status: 8`, `RESOURCE_EXHAUSTED`) and an
-//! empty body. Nothing returns `Pending` to hold a request back, and nothing closes the
-//! connection: keep-alive is the server's, as for any other response.
+//! Per request: skip exempt methods (none by default) and, if asked, CORS preflights; pick
+//! the policy (the longest matching route prefix of the normalized path, else the default);
+//! extract the key; ask the policy's backend for `cost` units. An admission calls the inner
+//! service (appending the headers if configured); a denial answers at once with `429` (gRPC:
+//! `grpc-status: 8`, `RESOURCE_EXHAUSTED`) and an empty body. `poll_ready` never returns
+//! `Pending` (a denial does not wait for a busy inner service; an admission waits for it in
+//! its response future), and nothing closes the connection: keep-alive is the server's, as
+//! for any other response.
 //!
 //! The layer's state (extractor, backends, pre-rendered headers, counters) sits behind one
 //! `Arc`: every clone of the layer or service shares the same limits, unlike
@@ -248,6 +250,8 @@ struct Config<X, Bk: Backend> {
     shadow: bool,
     exempt: Vec<Method>,
     cors_preflight: bool,
+    legacy: bool,
+    decision_extension: bool,
     /// Send `RateLimit` headers for keys shared by many clients.
     expose_shared: bool,
     unit: QuotaUnit,
@@ -268,6 +272,8 @@ impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
             shadow: self.shadow,
             exempt: self.exempt.clone(),
             cors_preflight: self.cors_preflight,
+            legacy: self.legacy,
+            decision_extension: self.decision_extension,
             expose_shared: self.expose_shared,
             unit: self.unit,
             outage_retry_after: self.outage_retry_after.clone(),
@@ -348,6 +354,8 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
                 shadow: false,
                 exempt: Vec::new(),
                 cors_preflight: false,
+                legacy: false,
+                decision_extension: false,
                 expose_shared: false,
                 unit: QuotaUnit::Requests,
                 outage_retry_after: HeaderValue::from_static("1"),
@@ -536,6 +544,47 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
     /// ```
     pub fn exempt_cors_preflight(mut self, on: bool) -> Self {
         self.config().cors_preflight = on;
+        self
+    }
+
+    /// Sends the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and on a denial
+    /// `X-RateLimit-After`) beside the IETF fields, wherever those are sent (default off;
+    /// what tower_governor's `use_headers` sends). Values the inner service set are kept.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .legacy_headers(true);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.config().legacy = on;
+        self
+    }
+
+    /// Hands each request that reaches the inner service its [`Decision`] as a request
+    /// extension (default off: an extension costs an allocation per request). A handler reads
+    /// what is left of its client's quota; in shadow mode a denied decision marks a request
+    /// that would have been refused.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Decision, ManualClock, Quota};
+    /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+    /// use tower::{Layer, ServiceExt};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let backend = LocalBackend::try_with_clock(Algorithm::TokenBucket, Quota::per_second(3)?, ManualClock::new())?;
+    /// let app = tower::service_fn(|req: http::Request<()>| async move {
+    ///     let left = req.extensions().get::<Decision>().map_or(0, |d| d.remaining());
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(left.to_string()))
+    /// });
+    /// let svc = RateLimitLayer::new(GlobalKey, backend).decision_extension(true).layer(app);
+    /// assert_eq!(svc.oneshot(http::Request::new(())).await?.body(), "2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn decision_extension(mut self, on: bool) -> Self {
+        self.config().decision_extension = on;
         self
     }
 
@@ -763,6 +812,16 @@ impl<X, Bk: Backend> Config<X, Bk> {
             .unwrap_or(self.policies.len() - 1)
     }
 
+    /// The decision to hand the inner service as a request extension, if asked for.
+    #[inline]
+    fn handed<E>(&self, result: &Result<Decision, E>) -> Option<Decision> {
+        if self.decision_extension {
+            result.as_ref().ok().copied()
+        } else {
+            None
+        }
+    }
+
     /// The header mode for a key of this kind: none for a shared key unless exposed.
     #[inline]
     fn mode(&self, shared: bool) -> HeaderMode {
@@ -831,16 +890,29 @@ impl<X, Bk: Backend> Config<X, Bk> {
             }
         };
         let policy = &self.policies[policy];
+        let render = |d: &Decision| {
+            policy.with_headers(|h| {
+                let r = h.render(d);
+                if self.legacy {
+                    r.with_legacy(h)
+                } else {
+                    r
+                }
+            })
+        };
         if decision.is_allowed() {
             return Verdict::Pass(match mode {
-                HeaderMode::Always => Some(policy.with_headers(|h| h.render(&decision))),
+                HeaderMode::Always => Some(render(&decision)),
                 HeaderMode::DenyOnly | HeaderMode::Never => None,
             });
         }
-        let mut rendered = policy.with_headers(|h| h.render(&decision));
+        let mut rendered = render(&decision);
         if self.shadow {
             Stats::bump(&self.stats.shadow_denied);
             rendered.retry_after = None;
+            if let Some(l) = &mut rendered.legacy {
+                l.after = None;
+            }
             return Verdict::Pass((mode != HeaderMode::Never).then_some(rendered));
         }
         Stats::bump(&self.stats.denied);
@@ -942,10 +1014,18 @@ where
         let mut decision = config.policies[policy].backend.try_acquire(&key, cost);
         // An in-process backend is ready now: decide without a wake-up or a service clone.
         match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(result) => match config.verdict(policy, req.headers(), result, shared) {
-                Verdict::Pass(headers) => self.pass(req, headers),
-                Verdict::Answer(res) => ResponseFuture::answer(res),
-            },
+            Poll::Ready(result) => {
+                let handed = config.handed(&result);
+                match config.verdict(policy, req.headers(), result, shared) {
+                    Verdict::Pass(headers) => {
+                        if let Some(d) = handed {
+                            req.extensions_mut().insert(d);
+                        }
+                        self.pass(req, headers)
+                    }
+                    Verdict::Answer(res) => ResponseFuture::answer(res),
+                }
+            }
             Poll::Pending => {
                 let (service, ready) = self.take_service();
                 ResponseFuture {

@@ -9,9 +9,10 @@
 //! use tollgate::{Algorithm, Quota};
 //! use tollgate_tower::{LocalBackend, RateLimitLayer, TrustedProxy};
 //!
-//! // 100 requests per minute per client, behind a load balancer in 10.0.0.0/8.
+//! // 100 requests per minute per client, behind the load balancer 10.0.0.7 (trust its
+//! // address, not its network).
 //! let clients = LocalBackend::try_new(Algorithm::SlidingWindow, Quota::per_minute(100)?)?;
-//! let layer = RateLimitLayer::new(TrustedProxy::new(["10.0.0.0/8".parse()?]), clients);
+//! let layer = RateLimitLayer::new(TrustedProxy::new(["10.0.0.7/32".parse()?]), clients);
 //! let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -40,8 +41,8 @@ mod redis;
 
 pub use backend::{Backend, IntoBackend, LocalBackend};
 pub use headers::{
-    ceil_secs, stated_policy, PolicyHeaders, PolicyNameError, QuotaUnit, RateLimitHeaders,
-    RATELIMIT, RATELIMIT_POLICY,
+    ceil_secs, stated_policy, LegacyHeaders, PolicyHeaders, PolicyNameError, QuotaUnit,
+    RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
 };
 #[cfg(feature = "axum")]
 pub use key::RouteKey;

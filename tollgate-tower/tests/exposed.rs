@@ -583,3 +583,49 @@ async fn x_real_ip_from_a_trusted_peer_only_once() {
         StatusCode::TOO_MANY_REQUESTS
     );
 }
+
+#[tokio::test]
+async fn legacy_headers_and_the_decision_for_the_handler() {
+    let clock = ManualClock::new();
+    let app = Inner::new(tower::service_fn(|req: Request<Incoming>| async move {
+        let left = req
+            .extensions()
+            .get::<Decision>()
+            .map_or("none".to_owned(), |d| d.remaining().to_string());
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(left))))
+    }));
+    let layer = RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(per_minute(2), &clock))
+        .legacy_headers(true)
+        .decision_extension(true);
+    let addr = serve(layer.layer(app)).await;
+    let mut c = connect(addr).await;
+    let ok = send(&mut c, Method::GET, "/", &[]).await;
+    assert_eq!(ok.header("x-ratelimit-limit"), Some("2"));
+    assert_eq!(ok.header("x-ratelimit-remaining"), Some("1"));
+    assert_eq!(ok.header("x-ratelimit-reset"), Some("30"));
+    assert_eq!(ok.header("x-ratelimit-after"), None);
+    let _ = send(&mut c, Method::GET, "/", &[]).await;
+    let no = send(&mut c, Method::GET, "/", &[]).await;
+    assert_eq!(no.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(no.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(no.header("x-ratelimit-after"), Some("30"));
+    assert_eq!(no.header("retry-after"), Some("30"));
+
+    // The inner service reads its request's decision.
+    let fresh = RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(per_minute(5), &clock))
+        .decision_extension(true);
+    let app = Inner::new(tower::service_fn(|req: Request<Incoming>| async move {
+        let left = req.extensions().get::<Decision>().map(|d| d.remaining());
+        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(format!("{left:?}")))))
+    }));
+    let addr = serve(fresh.layer(app)).await;
+    let mut c = connect(addr).await;
+    let req = Request::builder()
+        .uri("/")
+        .header("host", "t")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let res = c.send_request(req).await.unwrap();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"Some(4)");
+}
