@@ -74,7 +74,7 @@ pub trait Backend: Send + Sync + 'static {
 /// use std::num::NonZeroUsize;
 /// use tollgate::{Algorithm, KeyedLimiter, Quota, WhenFull};
 /// use tollgate_tower::{PeerIp, RateLimitLayer};
-/// let per_ip = KeyedLimiter::builder(Algorithm::TokenBucket, Quota::per_second(20)?)
+/// let per_ip = KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(20)?)
 ///     .max_keys(NonZeroUsize::new(200_000).unwrap(), WhenFull::Deny)
 ///     .build()?;
 /// let layer = RateLimitLayer::new(PeerIp::default(), per_ip);

@@ -301,19 +301,21 @@ impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
 /// // `PeerIp` sees each connection's address.
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-pub struct RateLimitLayer<X, Bk: Backend> {
+pub struct RateLimitLayer<X, Bk: Backend, H = DefaultReject> {
     config: Arc<Config<X, Bk>>,
+    reject: H,
 }
 
-impl<X, Bk: Backend> Clone for RateLimitLayer<X, Bk> {
+impl<X, Bk: Backend, H: Clone> Clone for RateLimitLayer<X, Bk, H> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             config: Arc::clone(&self.config),
+            reject: self.reject.clone(),
         }
     }
 }
 
-impl<X, Bk: Backend> fmt::Debug for RateLimitLayer<X, Bk> {
+impl<X, Bk: Backend, H> fmt::Debug for RateLimitLayer<X, Bk, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("policies", &self.config.policies.len())
@@ -362,9 +364,12 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
                 cost: None,
                 stats: Arc::new(Stats::default()),
             }),
+            reject: DefaultReject,
         }
     }
+}
 
+impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     fn config(&mut self) -> &mut Config<X, Bk> {
         Arc::make_mut(&mut self.config)
     }
@@ -547,6 +552,44 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
         self
     }
 
+    /// Answers refused requests (denials, keyless or ambiguous keys, backend failures) with
+    /// `handler`'s response instead of an empty body: a JSON or problem+json body, another
+    /// status. The layer adds its rate-limit headers to it (`RateLimit` items appended,
+    /// `Retry-After` unless the handler set one). The body type is the inner service's.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, ManualClock, Quota};
+    /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, Rejection};
+    /// use tower::{Layer, ServiceExt};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let backend = LocalBackend::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+    /// let app = tower::service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hi")))
+    /// });
+    /// let svc = RateLimitLayer::new(GlobalKey, backend)
+    ///     .on_reject(|r: &Rejection<'_>| {
+    ///         let mut res = http::Response::new(format!("slow down ({:?})", r.reason));
+    ///         *res.status_mut() = r.status;
+    ///         res
+    ///     })
+    ///     .layer(app);
+    /// let _ = svc.clone().oneshot(http::Request::new(())).await?;
+    /// let no = svc.oneshot(http::Request::new(())).await?;
+    /// assert_eq!((no.status().as_u16(), no.body().as_str()), (429, "slow down (Denied)"));
+    /// assert_eq!(no.headers()["retry-after"], "1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn on_reject<F>(self, handler: F) -> RateLimitLayer<X, Bk, RejectFn<F>>
+    where
+        F: Clone + Send + Sync + 'static,
+    {
+        RateLimitLayer {
+            config: self.config,
+            reject: RejectFn(handler),
+        }
+    }
+
     /// Sends the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and on a denial
     /// `X-RateLimit-After`) beside the IETF fields, wherever those are sent (default off;
     /// what tower_governor's `use_headers` sends). Values the inner service set are kept.
@@ -700,14 +743,15 @@ pub fn content_length_cost(parts: &http::request::Parts) -> u64 {
         .unwrap_or(0)
 }
 
-impl<S, X: Clone, Bk: Backend> Layer<S> for RateLimitLayer<X, Bk> {
-    type Service = RateLimit<S, X, Bk>;
+impl<S, X: Clone, Bk: Backend, H: Clone> Layer<S> for RateLimitLayer<X, Bk, H> {
+    type Service = RateLimit<S, X, Bk, H>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit {
             inner,
             ready: false,
             config: Arc::clone(&self.config),
+            reject: self.reject.clone(),
         }
     }
 }
@@ -732,24 +776,26 @@ impl<S, X: Clone, Bk: Backend> Layer<S> for RateLimitLayer<X, Bk> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-pub struct RateLimit<S, X, Bk: Backend> {
+pub struct RateLimit<S, X, Bk: Backend, H = DefaultReject> {
     inner: S,
     /// Whether `inner` answered `poll_ready` with `Ready` since its last call.
     ready: bool,
     config: Arc<Config<X, Bk>>,
+    reject: H,
 }
 
-impl<S: Clone, X, Bk: Backend> Clone for RateLimit<S, X, Bk> {
+impl<S: Clone, X, Bk: Backend, H: Clone> Clone for RateLimit<S, X, Bk, H> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
             ready: false,
             config: Arc::clone(&self.config),
+            reject: self.reject.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, X, Bk: Backend> fmt::Debug for RateLimit<S, X, Bk> {
+impl<S: fmt::Debug, X, Bk: Backend, H> fmt::Debug for RateLimit<S, X, Bk, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -774,6 +820,126 @@ fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// Why the layer answers a request itself (see [`Rejection`]).
+///
+/// ```
+/// assert_ne!(tollgate_tower::RejectReason::Denied, tollgate_tower::RejectReason::Unavailable);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// Over the quota: `429`, a retry after `Retry-After` can pass.
+    Denied,
+    /// A cost the quota can never allow ([`RateLimitLayer::exceeds_capacity_status`]).
+    ExceedsCapacity,
+    /// No key, under [`MissingKey::Reject`].
+    MissingKey,
+    /// The key named twice ([`KeyError::Ambiguous`]): `400`.
+    AmbiguousKey,
+    /// The backend could not decide, under [`OnError::Reject`].
+    Unavailable,
+}
+
+/// What a [`Reject`] handler is told about a request the layer answers itself. The layer adds
+/// its rate-limit headers (and `Retry-After`, unless the handler set one) to the response
+/// the handler makes.
+///
+/// ```
+/// # fn f(r: &tollgate_tower::Rejection<'_>) {
+/// if let Some(d) = r.decision {
+///     println!("{} over policy {}, retry in {:?}", r.status, r.policy, d.retry_after());
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Rejection<'a> {
+    /// Why.
+    pub reason: RejectReason,
+    /// The status the layer would answer with.
+    pub status: StatusCode,
+    /// The backend's decision, for a denial.
+    pub decision: Option<Decision>,
+    /// The policy's name (the one its path selects when no key was found).
+    pub policy: &'a str,
+    /// Whether the request is gRPC (`content-type: application/grpc…`).
+    pub grpc: bool,
+    /// The request's headers.
+    pub request: &'a HeaderMap,
+    grpc_code: &'static str,
+    message: &'static str,
+}
+
+impl Rejection<'_> {
+    /// The layer's own answer: an empty body with [`Rejection::status`], or for gRPC a
+    /// trailers-only status (`RESOURCE_EXHAUSTED`, `UNAVAILABLE`, ...).
+    ///
+    /// ```
+    /// # fn f(r: &tollgate_tower::Rejection<'_>) {
+    /// let res: http::Response<String> = r.default_response();
+    /// # }
+    /// ```
+    pub fn default_response<R: Default>(&self) -> Response<R> {
+        answer(self.grpc, self.status, self.grpc_code, self.message)
+    }
+}
+
+/// How the layer answers a request it refuses: status and body (see
+/// [`RateLimitLayer::on_reject`]). [`DefaultReject`] answers with an empty body.
+///
+/// ```
+/// use tollgate_tower::{Reject, Rejection};
+/// #[derive(Clone)]
+/// struct Json;
+/// impl Reject<String> for Json {
+///     fn reject(&self, r: &Rejection<'_>) -> http::Response<String> {
+///         let mut res = http::Response::new(format!("{{\"error\":\"{:?}\"}}", r.reason));
+///         *res.status_mut() = r.status;
+///         res
+///     }
+/// }
+/// ```
+pub trait Reject<R>: Clone + Send + Sync + 'static {
+    /// The response for `rejection`.
+    fn reject(&self, rejection: &Rejection<'_>) -> Response<R>;
+}
+
+/// The layer's own answers: empty bodies (see [`Rejection::default_response`]).
+///
+/// ```
+/// let _ = tollgate_tower::DefaultReject;
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DefaultReject;
+
+impl<R: Default> Reject<R> for DefaultReject {
+    #[inline]
+    fn reject(&self, rejection: &Rejection<'_>) -> Response<R> {
+        rejection.default_response()
+    }
+}
+
+/// A closure as a [`Reject`] handler (see [`RateLimitLayer::on_reject`]).
+///
+/// ```
+/// # use tollgate::{Algorithm, Quota};
+/// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+/// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+///     .on_reject(|r: &tollgate_tower::Rejection<'_>| r.default_response::<String>());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RejectFn<F>(F);
+
+impl<R, F> Reject<R> for RejectFn<F>
+where
+    F: Fn(&Rejection<'_>) -> Response<R> + Clone + Send + Sync + 'static,
+{
+    fn reject(&self, rejection: &Rejection<'_>) -> Response<R> {
+        (self.0)(rejection)
+    }
 }
 
 /// An empty-bodied answer: `status` for HTTP, a trailers-only gRPC status for gRPC.
@@ -848,41 +1014,55 @@ impl<X, Bk: Backend> Config<X, Bk> {
 
     /// What the backend's answer (or failure) means for the request with headers `req`.
     #[inline]
-    fn verdict<R: Default, E>(
+    fn verdict<R, E, H: Reject<R>>(
         &self,
         policy: usize,
         req: &HeaderMap,
         result: Result<Decision, E>,
         shared: bool,
+        reject: &H,
     ) -> Verdict<R> {
         match result {
             // The common case, inline: an admission without headers renders and counts nothing.
             Ok(d) if d.is_allowed() && self.mode(shared) != HeaderMode::Always => {
                 Verdict::Pass(None)
             }
-            result => self.full_verdict(policy, req, result, shared),
+            result => self.full_verdict(policy, req, result, shared, reject),
         }
     }
 
     /// [`Config::verdict`] for every other outcome: headers to render, a denial, an error.
-    fn full_verdict<R: Default, E>(
+    fn full_verdict<R, E, H: Reject<R>>(
         &self,
         policy: usize,
         req: &HeaderMap,
         result: Result<Decision, E>,
         shared: bool,
+        reject: &H,
     ) -> Verdict<R> {
         let mode = self.mode(shared);
+        let name = self.policies[policy].headers.name();
         let decision = match result {
             Ok(d) => d,
             Err(_) => {
                 Stats::bump(&self.stats.errors);
                 return match self.on_error {
                     OnError::Reject(status) if !self.shadow => {
-                        let grpc = is_grpc(req);
-                        let mut res = answer(grpc, status, "14", "rate limiter unavailable");
-                        res.headers_mut()
-                            .insert(http::header::RETRY_AFTER, self.outage_retry_after.clone());
+                        let mut res = reject.reject(&Rejection {
+                            reason: RejectReason::Unavailable,
+                            status,
+                            decision: None,
+                            policy: name,
+                            grpc: is_grpc(req),
+                            request: req,
+                            grpc_code: "14",
+                            message: "rate limiter unavailable",
+                        });
+                        if let http::header::Entry::Vacant(e) =
+                            res.headers_mut().entry(http::header::RETRY_AFTER)
+                        {
+                            e.insert(self.outage_retry_after.clone());
+                        }
                         Verdict::Answer(res)
                     }
                     _ => Verdict::Pass(None),
@@ -916,15 +1096,28 @@ impl<X, Bk: Backend> Config<X, Bk> {
             return Verdict::Pass((mode != HeaderMode::Never).then_some(rendered));
         }
         Stats::bump(&self.stats.denied);
-        let status = if decision.exceeds_capacity() {
-            self.exceeds
+        let (status, reason) = if decision.exceeds_capacity() {
+            (self.exceeds, RejectReason::ExceedsCapacity)
         } else {
-            StatusCode::TOO_MANY_REQUESTS
+            (StatusCode::TOO_MANY_REQUESTS, RejectReason::Denied)
         };
-        let mut res = answer(is_grpc(req), status, "8", "rate limit exceeded");
+        let mut res = reject.reject(&Rejection {
+            reason,
+            status,
+            decision: Some(decision),
+            policy: name,
+            grpc: is_grpc(req),
+            request: req,
+            grpc_code: "8",
+            message: "rate limit exceeded",
+        });
         if mode == HeaderMode::Never {
             if let Some(r) = rendered.retry_after {
-                res.headers_mut().insert(http::header::RETRY_AFTER, r);
+                if let http::header::Entry::Vacant(e) =
+                    res.headers_mut().entry(http::header::RETRY_AFTER)
+                {
+                    e.insert(r);
+                }
             }
         } else {
             rendered.apply(res.headers_mut());
@@ -933,16 +1126,16 @@ impl<X, Bk: Backend> Config<X, Bk> {
     }
 }
 
-impl<S, X, Bk, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S, X, Bk>
+impl<S, X, Bk, H, ReqB, ResB> Service<Request<ReqB>> for RateLimit<S, X, Bk, H>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     X: KeyExtractor<ReqB, Key = Bk::Key>,
     Bk: Backend,
-    ResB: Default,
+    H: Reject<ResB>,
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = ResponseFuture<S, ReqB, X, Bk>;
+    type Future = ResponseFuture<S, ReqB, X, Bk, H>;
 
     /// Always ready unless the inner service failed: a denial never waits for the inner
     /// service. The inner service's readiness is polled here and remembered; an admitted
@@ -972,12 +1165,16 @@ where
                 if config.shadow {
                     return self.pass(req, None);
                 }
-                return ResponseFuture::answer(answer(
-                    is_grpc(req.headers()),
-                    StatusCode::BAD_REQUEST,
-                    "3",
-                    "ambiguous rate-limit key",
-                ));
+                return ResponseFuture::answer(self.reject.reject(&Rejection {
+                    reason: RejectReason::AmbiguousKey,
+                    status: StatusCode::BAD_REQUEST,
+                    decision: None,
+                    policy: config.policies[config.policy(req.uri())].headers.name(),
+                    grpc: is_grpc(req.headers()),
+                    request: req.headers(),
+                    grpc_code: "3",
+                    message: "ambiguous rate-limit key",
+                }));
             }
             Err(KeyError::Missing) => {
                 Stats::bump(&config.stats.missing_key);
@@ -985,12 +1182,17 @@ where
                     MissingKey::Allow => return self.pass(req, None),
                     MissingKey::Reject(_) if config.shadow => return self.pass(req, None),
                     MissingKey::Reject(status) => {
-                        return ResponseFuture::answer(answer(
-                            is_grpc(req.headers()),
-                            *status,
-                            "13",
-                            "no rate-limit key",
-                        ))
+                        let policy = &config.policies[config.policy(req.uri())];
+                        return ResponseFuture::answer(self.reject.reject(&Rejection {
+                            reason: RejectReason::MissingKey,
+                            status: *status,
+                            decision: None,
+                            policy: policy.headers.name(),
+                            grpc: is_grpc(req.headers()),
+                            request: req.headers(),
+                            grpc_code: "13",
+                            message: "no rate-limit key",
+                        }));
                     }
                     MissingKey::Shared(key) => {
                         shared = true;
@@ -1016,7 +1218,7 @@ where
         match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(result) => {
                 let handed = config.handed(&result);
-                match config.verdict(policy, req.headers(), result, shared) {
+                match config.verdict(policy, req.headers(), result, shared, &self.reject) {
                     Verdict::Pass(headers) => {
                         if let Some(d) = handed {
                             req.extensions_mut().insert(d);
@@ -1040,6 +1242,7 @@ where
                             config: Arc::clone(&self.config),
                             policy,
                             shared,
+                            reject: self.reject.clone(),
                         })),
                     },
                 }
@@ -1048,7 +1251,7 @@ where
     }
 }
 
-impl<S: Clone, X, Bk: Backend> RateLimit<S, X, Bk> {
+impl<S: Clone, X, Bk: Backend, H> RateLimit<S, X, Bk, H> {
     /// The inner service for a response future, and whether it is ready: this service keeps
     /// a fresh clone (not ready).
     fn take_service(&mut self) -> (S, bool) {
@@ -1066,11 +1269,19 @@ impl<S: Clone, X, Bk: Backend> RateLimit<S, X, Bk> {
         &mut self,
         req: Request<ReqB>,
         headers: Option<RateLimitHeaders>,
-    ) -> ResponseFuture<S, ReqB, X, Bk>
+    ) -> ResponseFuture<S, ReqB, X, Bk, H>
     where
         S: Service<Request<ReqB>>,
     {
-        if mem::take(&mut self.ready) {
+        // Ready since `poll_ready`, or ready now (a caller that skipped `poll_ready`, an inner
+        // service that became ready since): call it in place, no clone.
+        if mem::take(&mut self.ready)
+            || matches!(
+                self.inner
+                    .poll_ready(&mut Context::from_waker(Waker::noop())),
+                Poll::Ready(Ok(()))
+            )
+        {
             return ResponseFuture::inner(self.inner.call(req), headers);
         }
         let (service, _) = self.take_service();
@@ -1079,7 +1290,7 @@ impl<S: Clone, X, Bk: Backend> RateLimit<S, X, Bk> {
 }
 
 /// A request waiting for an asynchronous backend's decision.
-struct Waiting<S, ReqB, X, Bk: Backend> {
+struct Waiting<S, ReqB, X, Bk: Backend, H> {
     req: Request<ReqB>,
     service: S,
     /// Whether `service` is ready.
@@ -1087,6 +1298,7 @@ struct Waiting<S, ReqB, X, Bk: Backend> {
     config: Arc<Config<X, Bk>>,
     policy: usize,
     shared: bool,
+    reject: H,
 }
 
 /// An admitted request waiting for the inner service to be ready.
@@ -1098,32 +1310,32 @@ struct Readying<S, ReqB> {
 
 pin_project_lite::pin_project! {
     /// The response future of [`RateLimit`].
-    pub struct ResponseFuture<S, ReqB, X, Bk>
+    pub struct ResponseFuture<S, ReqB, X, Bk, H>
     where
         S: Service<Request<ReqB>>,
         Bk: Backend,
     {
         #[pin]
-        state: State<S, ReqB, X, Bk>,
+        state: State<S, ReqB, X, Bk, H>,
     }
 }
 
 pin_project_lite::pin_project! {
     #[project = StateProj]
-    enum State<S, ReqB, X, Bk>
+    enum State<S, ReqB, X, Bk, H>
     where
         S: Service<Request<ReqB>>,
         Bk: Backend,
     {
         Inner { #[pin] future: S::Future, headers: Option<RateLimitHeaders> },
         Answer { response: Option<S::Response> },
-        Deciding { decision: Bk::Future, waiting: Option<Box<Waiting<S, ReqB, X, Bk>>> },
+        Deciding { decision: Bk::Future, waiting: Option<Box<Waiting<S, ReqB, X, Bk, H>>> },
         // Boxed: only a request that finds the inner service busy waits here.
         Readying { waiting: Option<Box<Readying<S, ReqB>>> },
     }
 }
 
-impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> ResponseFuture<S, ReqB, X, Bk> {
+impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend, H> ResponseFuture<S, ReqB, X, Bk, H> {
     fn inner(future: S::Future, headers: Option<RateLimitHeaders>) -> Self {
         ResponseFuture {
             state: State::Inner { future, headers },
@@ -1151,19 +1363,19 @@ impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> ResponseFuture<S, ReqB, X,
     }
 }
 
-impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend> fmt::Debug
-    for ResponseFuture<S, ReqB, X, Bk>
+impl<S: Service<Request<ReqB>>, ReqB, X, Bk: Backend, H> fmt::Debug
+    for ResponseFuture<S, ReqB, X, Bk, H>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
 }
 
-impl<S, ReqB, X, Bk, ResB> Future for ResponseFuture<S, ReqB, X, Bk>
+impl<S, ReqB, X, Bk, H, ResB> Future for ResponseFuture<S, ReqB, X, Bk, H>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     Bk: Backend,
-    ResB: Default,
+    H: Reject<ResB>,
 {
     type Output = Result<Response<ResB>, S::Error>;
 
@@ -1212,10 +1424,14 @@ where
                         Poll::Ready(r) => r,
                         Poll::Pending => return Poll::Pending,
                     };
-                    let w = *waiting.take().expect("polled after completion");
-                    let verdict = w
-                        .config
-                        .verdict(w.policy, w.req.headers(), result, w.shared);
+                    let mut w = *waiting.take().expect("polled after completion");
+                    let handed = w.config.handed(&result);
+                    let verdict =
+                        w.config
+                            .verdict(w.policy, w.req.headers(), result, w.shared, &w.reject);
+                    if let (Some(d), Verdict::Pass(_)) = (handed, &verdict) {
+                        w.req.extensions_mut().insert(d);
+                    }
                     let next = match verdict {
                         Verdict::Pass(headers) if w.ready => {
                             let mut service = w.service;

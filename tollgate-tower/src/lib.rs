@@ -51,8 +51,8 @@ pub use key::{
     KeyExtractor, PeerAddr, PeerIp, RealIp, TrustedProxy,
 };
 pub use layer::{
-    content_length_cost, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
-    ResponseFuture, Stats,
+    content_length_cost, DefaultReject, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
+    Reject, RejectFn, RejectReason, Rejection, ResponseFuture, Stats,
 };
 pub use net::{IpNet, NetError};
 #[cfg(feature = "redis")]

@@ -629,3 +629,45 @@ async fn legacy_headers_and_the_decision_for_the_handler() {
     let body = res.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(&body[..], b"Some(4)");
 }
+
+#[tokio::test]
+async fn an_error_handler_sets_status_and_body_and_keeps_our_headers() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(per_minute(1), &clock))
+        .on_reject(|r: &tollgate_tower::Rejection<'_>| {
+            let wait = r
+                .decision
+                .and_then(|d| d.retry_after())
+                .map_or(0, |w| w.as_secs());
+            let mut res = Response::new(Full::new(Bytes::from(format!(
+                "{{\"reason\":\"{:?}\",\"policy\":\"{}\",\"wait\":{wait}}}",
+                r.reason, r.policy
+            ))));
+            *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            res.headers_mut()
+                .insert("content-type", "application/json".parse().unwrap());
+            res
+        });
+    let addr = serve(layer.layer(hello())).await;
+    let mut c = connect(addr).await;
+    assert_eq!(
+        send(&mut c, Method::GET, "/", &[]).await.status,
+        StatusCode::OK
+    );
+    let req = Request::builder()
+        .uri("/")
+        .header("host", "t")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    c.ready().await.unwrap();
+    let res = c.send_request(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["content-type"], "application/json");
+    assert_eq!(res.headers()["retry-after"], "60");
+    assert_eq!(res.headers()["ratelimit"], "\"default\";r=0;t=60");
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        &body[..],
+        br#"{"reason":"Denied","policy":"default","wait":60}"#
+    );
+}
