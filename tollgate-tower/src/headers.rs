@@ -266,6 +266,34 @@ impl RateLimitHeaders {
         }
     }
 
+    /// Adds the partition key `pk=:<base64 of key>:` to both items.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// # let q = Quota::per_second(2)?;
+    /// # let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+    /// # let b = TokenBucket::with_clock(q, ManualClock::new());
+    /// let v = h.render(&b.try_acquire()).with_partition_key(b"acme");
+    /// assert_eq!(v.ratelimit, "\"default\";r=1;t=1;pk=:YWNtZQ==:");
+    /// assert_eq!(v.policy, "\"default\";q=2;w=1;pk=:YWNtZQ==:");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_partition_key(mut self, key: &[u8]) -> Self {
+        let mut param = Vec::with_capacity(6 + key.len().div_ceil(3) * 4);
+        param.extend_from_slice(b";pk=:");
+        base64(key, &mut param);
+        param.push(b':');
+        let with = |v: &HeaderValue| {
+            let mut b = Vec::with_capacity(v.len() + param.len());
+            b.extend_from_slice(v.as_bytes());
+            b.extend_from_slice(&param);
+            HeaderValue::from_bytes(&b).unwrap_or_else(|_| unreachable_value())
+        };
+        self.ratelimit = with(&self.ratelimit);
+        self.policy = with(&self.policy);
+        self
+    }
+
     /// Adds the legacy `X-RateLimit-*` values of `policy` ([`LegacyHeaders`]), read from
     /// these values: `r` and `t` of `RateLimit`, the wait of `Retry-After`.
     ///
@@ -508,6 +536,24 @@ impl PolicyHeaders {
         sep.copy_from_slice(b";t=");
         tt.copy_from_slice(t);
         HeaderValue::from_bytes(out).unwrap_or_else(|_| unreachable_value())
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), as an sf-binary's content.
+fn base64(bytes: &[u8], out: &mut Vec<u8>) {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let n = chunk.len();
+        let w = u32::from(chunk[0]) << 16
+            | u32::from(*chunk.get(1).unwrap_or(&0)) << 8
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= n {
+                out.push(ABC[(w >> (18 - 6 * i) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
     }
 }
 

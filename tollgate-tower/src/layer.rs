@@ -168,6 +168,9 @@ impl Stats {
 /// The cost of a request in units of its quota (see [`RateLimitLayer::cost`]).
 type CostFn = dyn Fn(&http::request::Parts) -> u64 + Send + Sync;
 
+/// The `pk` bytes of a key (see [`RateLimitLayer::partition_key`]).
+type PartitionFn<K> = dyn Fn(&K) -> Vec<u8> + Send + Sync;
+
 struct Policy<Bk> {
     /// `None` for the default policy.
     prefix: Option<Box<str>>,
@@ -257,6 +260,7 @@ struct Config<X, Bk: Backend> {
     unit: QuotaUnit,
     outage_retry_after: HeaderValue,
     cost: Option<Arc<CostFn>>,
+    partition_key: Option<Arc<PartitionFn<Bk::Key>>>,
     stats: Arc<Stats>,
 }
 
@@ -278,6 +282,7 @@ impl<X: Clone, Bk: Backend> Clone for Config<X, Bk> {
             unit: self.unit,
             outage_retry_after: self.outage_retry_after.clone(),
             cost: self.cost.clone(),
+            partition_key: self.partition_key.clone(),
             stats: Arc::clone(&self.stats),
         }
     }
@@ -362,6 +367,7 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
                 unit: QuotaUnit::Requests,
                 outage_retry_after: HeaderValue::from_static("1"),
                 cost: None,
+                partition_key: None,
                 stats: Arc::new(Stats::default()),
             }),
             reject: DefaultReject,
@@ -588,6 +594,27 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
             config: self.config,
             reject: RejectFn(handler),
         }
+    }
+
+    /// Adds the partition key `pk` (`:base64:`) to the `RateLimit` and `RateLimit-Policy`
+    /// items, from the bytes `f` makes of the request's key: a client behind a shared
+    /// address learns which quota partition it is counted in. Off by default. Send something
+    /// that identifies the partition without exposing it if the key is sensitive (a hash, a
+    /// tenant id, not an API key).
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota};
+    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
+    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+    ///     .partition_key(|ip| ip.to_string().into_bytes());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn partition_key(
+        mut self,
+        f: impl Fn(&Bk::Key) -> Vec<u8> + Send + Sync + 'static,
+    ) -> Self {
+        self.config().partition_key = Some(Arc::new(f));
+        self
     }
 
     /// Sends the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and on a denial
@@ -1021,17 +1048,19 @@ impl<X, Bk: Backend> Config<X, Bk> {
         result: Result<Decision, E>,
         shared: bool,
         reject: &H,
+        pk: Option<&[u8]>,
     ) -> Verdict<R> {
         match result {
             // The common case, inline: an admission without headers renders and counts nothing.
             Ok(d) if d.is_allowed() && self.mode(shared) != HeaderMode::Always => {
                 Verdict::Pass(None)
             }
-            result => self.full_verdict(policy, req, result, shared, reject),
+            result => self.full_verdict(policy, req, result, shared, reject, pk),
         }
     }
 
     /// [`Config::verdict`] for every other outcome: headers to render, a denial, an error.
+    #[allow(clippy::too_many_arguments)]
     fn full_verdict<R, E, H: Reject<R>>(
         &self,
         policy: usize,
@@ -1039,6 +1068,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
         result: Result<Decision, E>,
         shared: bool,
         reject: &H,
+        pk: Option<&[u8]>,
     ) -> Verdict<R> {
         let mode = self.mode(shared);
         let name = self.policies[policy].headers.name();
@@ -1072,12 +1102,14 @@ impl<X, Bk: Backend> Config<X, Bk> {
         let policy = &self.policies[policy];
         let render = |d: &Decision| {
             policy.with_headers(|h| {
-                let r = h.render(d);
+                let mut r = h.render(d);
                 if self.legacy {
-                    r.with_legacy(h)
-                } else {
-                    r
+                    r = r.with_legacy(h);
                 }
+                if let Some(pk) = pk {
+                    r = r.with_partition_key(pk);
+                }
+                r
             })
         };
         if decision.is_allowed() {
@@ -1218,7 +1250,9 @@ where
         match Pin::new(&mut decision).poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(result) => {
                 let handed = config.handed(&result);
-                match config.verdict(policy, req.headers(), result, shared, &self.reject) {
+                let pk = config.partition_key.as_ref().map(|f| f(&key));
+                let pk = pk.as_deref();
+                match config.verdict(policy, req.headers(), result, shared, &self.reject, pk) {
                     Verdict::Pass(headers) => {
                         if let Some(d) = handed {
                             req.extensions_mut().insert(d);
@@ -1229,6 +1263,7 @@ where
                 }
             }
             Poll::Pending => {
+                let pk = config.partition_key.as_ref().map(|f| f(&key));
                 let (service, ready) = self.take_service();
                 ResponseFuture {
                     state: State::Deciding {
@@ -1243,6 +1278,7 @@ where
                             policy,
                             shared,
                             reject: self.reject.clone(),
+                            pk,
                         })),
                     },
                 }
@@ -1299,6 +1335,7 @@ struct Waiting<S, ReqB, X, Bk: Backend, H> {
     policy: usize,
     shared: bool,
     reject: H,
+    pk: Option<Vec<u8>>,
 }
 
 /// An admitted request waiting for the inner service to be ready.
@@ -1426,9 +1463,14 @@ where
                     };
                     let mut w = *waiting.take().expect("polled after completion");
                     let handed = w.config.handed(&result);
-                    let verdict =
-                        w.config
-                            .verdict(w.policy, w.req.headers(), result, w.shared, &w.reject);
+                    let verdict = w.config.verdict(
+                        w.policy,
+                        w.req.headers(),
+                        result,
+                        w.shared,
+                        &w.reject,
+                        w.pk.as_deref(),
+                    );
                     if let (Some(d), Verdict::Pass(_)) = (handed, &verdict) {
                         w.req.extensions_mut().insert(d);
                     }

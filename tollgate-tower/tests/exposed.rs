@@ -671,3 +671,23 @@ async fn an_error_handler_sets_status_and_body_and_keeps_our_headers() {
         br#"{"reason":"Denied","policy":"default","wait":60}"#
     );
 }
+
+#[tokio::test]
+async fn a_partition_key_names_the_clients_partition() {
+    let clock = ManualClock::new();
+    let layer = RateLimitLayer::new(
+        HeaderKey::new(HeaderName::from_static("x-tenant")),
+        local::<Box<[u8]>>(per_minute(2), &clock),
+    )
+    .partition_key(|k| k.to_vec());
+    let mut c = connect(serve(layer.layer(hello())).await).await;
+    let got = send(&mut c, Method::GET, "/", &[("x-tenant", "acme")]).await;
+    assert_eq!(
+        got.header("ratelimit"),
+        Some("\"default\";r=1;t=30;pk=:YWNtZQ==:")
+    );
+    assert_eq!(
+        got.header("ratelimit-policy"),
+        Some("\"default\";q=2;w=60;pk=:YWNtZQ==:")
+    );
+}
