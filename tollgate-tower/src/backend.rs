@@ -263,3 +263,36 @@ where
         self.limiter.quota()
     }
 }
+
+/// A shared [`KeyedLimiter`] as a backend: keep a clone of the `Arc` to change a live map's
+/// quotas ([`KeyedLimiter::set_quota`]) or sweep it while the layer runs; the headers announce
+/// the quota in force.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::{Algorithm, KeyedLimiter, Quota};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+/// let per_ip = Arc::new(KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(10)?).live().build()?);
+/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+/// per_ip.set_quota(Quota::per_second(50)?)?; // the running layer limits at 50/s from now
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+impl<K, C, S> Backend for std::sync::Arc<KeyedLimiter<K, C, S>>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Key = K;
+    type Error = Infallible;
+    type Future = Ready<Result<Decision, Infallible>>;
+
+    #[inline]
+    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
+        ready(Ok(self.try_acquire_n(key, cost)))
+    }
+
+    fn quota(&self) -> Quota {
+        KeyedLimiter::quota(self)
+    }
+}

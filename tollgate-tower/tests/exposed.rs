@@ -691,3 +691,32 @@ async fn a_partition_key_names_the_clients_partition() {
         Some("\"default\";q=2;w=60;pk=:YWNtZQ==:")
     );
 }
+
+#[tokio::test]
+async fn a_live_quota_change_is_announced_at_once() {
+    let clock = ManualClock::new();
+    let shared = Arc::new(
+        tollgate::KeyedLimiter::<IpAddr>::builder(Algorithm::TokenBucket, per_minute(10))
+            .max_keys(
+                std::num::NonZeroUsize::new(1000).unwrap(),
+                tollgate::WhenFull::Deny,
+            )
+            .live()
+            .build_with_clock(clock.clone())
+            .unwrap(),
+    );
+    let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&shared));
+    let mut c = connect(serve(layer.layer(hello())).await).await;
+    let before = send(&mut c, Method::GET, "/", &[]).await;
+    assert_eq!(
+        before.header("ratelimit-policy"),
+        Some("\"default\";q=10;w=60")
+    );
+    shared.set_quota(per_minute(30)).unwrap();
+    let after = send(&mut c, Method::GET, "/", &[]).await;
+    assert_eq!(
+        after.header("ratelimit-policy"),
+        Some("\"default\";q=30;w=60")
+    );
+    assert_eq!(after.header("ratelimit"), Some("\"default\";r=28;t=4"));
+}
