@@ -3,12 +3,20 @@
 //! ```text
 //! cargo run --release -p tollgate-tower --example proxy -- \
 //!     --listen 127.0.0.1:8080 --upstream http://127.0.0.1:9000 --limit 100/s \
-//!     [--burst N] [--key ip|xff|header:NAME] [--trusted-proxy CIDR]... \
+//!     [--burst N] [--max-keys N] [--route PREFIX=N/s]... [--cors-preflight] \
+//!     [--key ip|xff|header:NAME] [--trusted-proxy CIDR]... \
 //!     [--headers always|deny|never] [--no-limit] [--quiet] [--workers N]
 //! ```
 //!
 //! - `--limit N/s|N/m|N/h`: each client's quota (a GCRA token bucket); `--burst N` its burst
 //!   (default N).
+//! - `--max-keys N` (default 100,000): the most client keys held per policy; when the map is
+//!   full a new client sweeps the idle ones out (keys whose bucket is full again), and is
+//!   denied if none is idle. Memory stays bounded whatever the number of clients.
+//! - `--route PREFIX=N/s`: requests at or below `PREFIX` (matched on the normalized path:
+//!   `//login`, `/%6Cogin` and `/LOGIN` are `/login`) get their own quota per client.
+//! - `--cors-preflight`: CORS preflights (`OPTIONS` with `Origin` and
+//!   `Access-Control-Request-Method`) pass uncounted. Off by default: every method counts.
 //! - `--key ip` (default): the connection's peer address, IPv6 grouped per /64. `--key xff`:
 //!   the client behind the `--trusted-proxy` networks (the rightmost `X-Forwarded-For` hop
 //!   outside them; a peer outside them is keyed by its own address). `--key header:NAME`: the
@@ -21,14 +29,16 @@
 mod common;
 
 use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use common::{Args, KeyFlag, Upstream};
 use http::{Request, StatusCode};
 use hyper::body::Incoming;
-use tollgate::{Algorithm, Quota};
+use tollgate::{Algorithm, KeyedLimiter, Quota, WhenFull};
 use tollgate_tower::{
-    HeaderKey, HeaderMode, KeyExtractor, LocalBackend, PeerIp, RateLimitLayer, TrustedProxy,
+    HeaderKey, HeaderMode, KeyError, KeyExtractor, LocalBackend, PeerIp, RateLimitLayer,
+    TrustedProxy,
 };
 use tower::{Layer, Service, ServiceExt};
 
@@ -53,6 +63,13 @@ impl<B> KeyExtractor<B> for ByFlag {
             ByFlag::Ip(x) => x.extract(req).map(Key::Ip),
             ByFlag::Xff(x) => x.extract(req).map(Key::Ip),
             ByFlag::Header(x) => x.extract(req).map(Key::Header),
+        }
+    }
+    fn extract_key(&self, req: &Request<B>) -> Result<Key, KeyError> {
+        match self {
+            ByFlag::Ip(x) => x.extract_key(req).map(Key::Ip),
+            ByFlag::Xff(x) => x.extract_key(req).map(Key::Ip),
+            ByFlag::Header(x) => x.extract_key(req).map(Key::Header),
         }
     }
 }
@@ -86,8 +103,15 @@ fn main() {
             None => Ok(q),
         })
         .unwrap_or_else(|e| common::bad_flag(format!("--limit/--burst: {e}")));
-    let backend = LocalBackend::<Key>::try_new(Algorithm::TokenBucket, quota)
-        .unwrap_or_else(|e| common::bad_flag(format!("--limit/--burst: {e}")));
+    let max_keys = NonZeroUsize::new(args.max_keys).expect("checked by the flag parser");
+    let bounded = |quota: Quota| {
+        KeyedLimiter::<Key>::builder(Algorithm::TokenBucket, quota)
+            .max_keys(max_keys, WhenFull::Deny)
+            .build()
+            .map(LocalBackend::new)
+            .unwrap_or_else(|e| common::bad_flag(format!("--limit/--burst/--route: {e}")))
+    };
+    let backend = bounded(quota);
     let extractor = match &args.key {
         KeyFlag::Ip => ByFlag::Ip(PeerIp::default()),
         KeyFlag::Xff => ByFlag::Xff(TrustedProxy::new(args.trusted.iter().copied())),
@@ -98,14 +122,23 @@ fn main() {
         "never" => HeaderMode::Never,
         _ => HeaderMode::Always,
     };
-    let limited = RateLimitLayer::new(extractor, backend)
+    let mut layer = RateLimitLayer::new(extractor, backend)
         .headers(mode)
-        .layer(forward);
+        .exempt_cors_preflight(args.cors_preflight);
+    for (prefix, n, period) in &args.routes {
+        let quota = Quota::new(*n, *period)
+            .unwrap_or_else(|e| common::bad_flag(format!("--route {prefix}: {e}")));
+        layer = layer
+            .try_route(prefix, prefix, bounded(quota))
+            .unwrap_or_else(|e| common::bad_flag(format!("--route {prefix}: {e}")));
+    }
+    let limited = layer.layer(forward);
     eprintln!(
-        "limiting each client to {} per {:?} (burst {})",
+        "limiting each client to {} per {:?} (burst {}), at most {} clients held",
         quota.limit(),
         quota.period(),
-        quota.burst()
+        quota.burst(),
+        args.max_keys
     );
     let quiet = args.quiet;
     let log = Arc::new(std::io::stderr());

@@ -79,7 +79,7 @@ run() { # variant load keys
   case "$load" in allowed) limit=100000000/s ;; denied) limit=1/h ;; esac
   case "$variant" in
     none) bin=$BIN/proxy; args=(--no-limit) ;;
-    tollgate) bin=$BIN/proxy; args=(--limit "$limit" --key xff --trusted-proxy 127.0.0.1/32 --quiet) ;;
+    tollgate) bin=$BIN/proxy; args=(--limit "$limit" --key xff --trusted-proxy 127.0.0.1/32 --max-keys $((MANY * 2)) --quiet) ;;
     governor) bin=$BIN/governor_proxy; args=(--limit "$limit" --key xff) ;;
   esac
   taskset -c "$SERVER_CPU" "$bin" --listen "127.0.0.1:$PX_PORT" --upstream "http://127.0.0.1:$UP_PORT" \

@@ -1,12 +1,19 @@
 //! Where decisions come from: the [`Backend`] trait, and [`LocalBackend`] over an in-process
 //! [`KeyedLimiter`].
+//!
+//! Memory: [`LocalBackend::try_new`] bounds its map at [`LocalBackend::DEFAULT_MAX_KEYS`]
+//! keys, and the map sweeps its own idle keys when a new key finds it full (the core's
+//! `KeyedBuilder::max_keys`), so no task is needed to keep it bounded. A sweep removes only
+//! keys whose limiter is back to full capacity: a key in use keeps its count.
 
 use core::convert::Infallible;
 use core::future::{ready, Future, Ready};
 use core::hash::{BuildHasher, Hash};
+use core::num::NonZeroUsize;
 
 use tollgate::{
     Algorithm, Clock, Decision, KeyHasher, KeyedLimiter, MonotonicClock, Quota, QuotaError,
+    WhenFull,
 };
 
 /// A source of rate-limit decisions per key: in process ([`LocalBackend`]) or remote (a
@@ -55,36 +62,136 @@ pub trait Backend: Send + Sync + 'static {
     /// Asks for `cost` units for `key`: all or none.
     fn try_acquire(&self, key: &Self::Key, cost: u64) -> Self::Future;
 
-    /// The quota every key is limited to, for the `RateLimit-Policy` header.
+    /// The quota every key is limited to now, for the `RateLimit-Policy` header (asked when
+    /// headers are rendered, so a quota changed at run time is announced as it changes).
     fn quota(&self) -> Quota;
+}
+
+/// What the layer can take as a backend: any [`Backend`], or a [`KeyedLimiter`] you built
+/// (it becomes a [`LocalBackend`] as it is: its bound, plans and live quotas kept).
+///
+/// ```
+/// use std::num::NonZeroUsize;
+/// use tollgate::{Algorithm, KeyedLimiter, Quota, WhenFull};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+/// let per_ip = KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(20)?)
+///     .max_keys(NonZeroUsize::new(200_000).unwrap(), WhenFull::Deny)
+///     .build()?;
+/// let layer = RateLimitLayer::new(PeerIp::default(), per_ip);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub trait IntoBackend {
+    /// The backend made.
+    type Backend: Backend;
+    /// Makes it.
+    fn into_backend(self) -> Self::Backend;
+}
+
+impl<B: Backend> IntoBackend for B {
+    type Backend = B;
+    fn into_backend(self) -> B {
+        self
+    }
+}
+
+impl<K, C, S> IntoBackend for KeyedLimiter<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Backend = LocalBackend<K, C, S>;
+    fn into_backend(self) -> LocalBackend<K, C, S> {
+        LocalBackend::new(self)
+    }
 }
 
 /// A [`Backend`] over an in-process [`KeyedLimiter`]: decisions in nanoseconds, never an error.
 ///
+/// Build it from your own map ([`LocalBackend::new`], or `From`) to choose its bound, hasher,
+/// plans or live quotas; [`LocalBackend::try_new`] builds a bounded one.
+///
 /// ```
-/// use tollgate::{Algorithm, ManualClock, Quota};
+/// use std::num::NonZeroUsize;
+/// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota, WhenFull};
 /// use tollgate_tower::{Backend, LocalBackend};
-/// let b = LocalBackend::<u32, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+/// let map = KeyedLimiter::<u32>::builder(Algorithm::TokenBucket, Quota::per_second(1)?)
+///     .max_keys(NonZeroUsize::new(10_000).unwrap(), WhenFull::Deny)
+///     .live()
+///     .build_with_clock(ManualClock::new())?;
+/// let b = LocalBackend::new(map);
 /// assert!(b.limiter().try_acquire(&7).is_allowed());
-/// assert_eq!(b.quota(), Quota::per_second(1)?);
+/// b.limiter().set_quota(Quota::per_second(5)?)?;
+/// assert_eq!(b.quota(), Quota::per_second(5)?); // the quota in force
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 pub struct LocalBackend<K, C = MonotonicClock, S = KeyHasher> {
     limiter: KeyedLimiter<K, C, S>,
-    quota: Quota,
 }
+
+impl<K: Hash + Eq, C: Clock, S: BuildHasher> From<KeyedLimiter<K, C, S>> for LocalBackend<K, C, S> {
+    /// As [`LocalBackend::new`].
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
+    /// let b: tollgate_tower::LocalBackend<u8> = KeyedLimiter::new(Algorithm::FixedWindow, Quota::per_second(2)?)?.into();
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn from(limiter: KeyedLimiter<K, C, S>) -> Self {
+        LocalBackend::new(limiter)
+    }
+}
+
+impl<K: Hash + Eq, C: Clock, S: BuildHasher> LocalBackend<K, C, S> {
+    /// Decisions from `limiter`, a map you built: its bound ([`max_keys`]), hasher, plans and
+    /// live quotas are kept as they are. Build it with [`max_keys`] (or sweep it yourself with
+    /// [`KeyedLimiter::evict_idle`]): an unbounded map keeps every client key it ever saw.
+    ///
+    /// [`max_keys`]: tollgate::KeyedBuilder::max_keys
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota, WhenFull};
+    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::SlidingWindow, Quota::per_minute(60)?)
+    ///     .max_keys(NonZeroUsize::new(50_000).unwrap(), WhenFull::Deny)
+    ///     .build()?;
+    /// let b = tollgate_tower::LocalBackend::new(per_ip);
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn new(limiter: KeyedLimiter<K, C, S>) -> Self {
+        LocalBackend { limiter }
+    }
+}
+
+/// The bound of the maps [`LocalBackend::try_new`] builds.
+const DEFAULT_MAX_KEYS: usize = 100_000;
+const DEFAULT_BOUND: NonZeroUsize = match NonZeroUsize::new(DEFAULT_MAX_KEYS) {
+    Some(n) => n,
+    None => panic!("the default bound is not zero"),
+};
 
 impl<K: Hash + Eq, C, S: BuildHasher> core::fmt::Debug for LocalBackend<K, C, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("LocalBackend")
             .field("limiter", &self.limiter)
-            .field("quota", &self.quota)
             .finish()
     }
 }
 
 impl<K: Hash + Eq> LocalBackend<K> {
-    /// One `algorithm` limiter per key, each with `quota`, on the default clock.
+    /// The most keys a map of [`LocalBackend::try_new`] holds: 100,000 (a few MiB for a
+    /// token bucket map of IP keys). A new key that finds the map full sweeps the keys whose
+    /// limiter is full again (at most once per quota period, or after `max_keys / 16` such
+    /// new keys); if none is idle, the new key's request is denied (`WhenFull::Deny`: fail
+    /// closed, never a fresh limit). Pick another bound with [`LocalBackend::new`].
+    ///
+    /// ```
+    /// assert_eq!(tollgate_tower::LocalBackend::<()>::DEFAULT_MAX_KEYS, 100_000);
+    /// ```
+    pub const DEFAULT_MAX_KEYS: usize = DEFAULT_MAX_KEYS;
+
+    /// One `algorithm` limiter per key, each with `quota`, on the default clock, in a map
+    /// bounded at [`LocalBackend::DEFAULT_MAX_KEYS`] keys that sweeps its idle keys itself.
     ///
     /// # Errors
     /// The algorithm cannot represent the quota (see `KeyedBuilder::build`).
@@ -95,15 +202,13 @@ impl<K: Hash + Eq> LocalBackend<K> {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn try_new(algorithm: Algorithm, quota: Quota) -> Result<Self, QuotaError> {
-        Ok(LocalBackend {
-            limiter: KeyedLimiter::new(algorithm, quota)?,
-            quota,
-        })
+        Self::try_with_clock(algorithm, quota, MonotonicClock::new())
     }
 }
 
 impl<K: Hash + Eq, C: Clock> LocalBackend<K, C> {
-    /// As [`LocalBackend::try_new`], reading time from `clock` (a `ManualClock` in tests).
+    /// As [`LocalBackend::try_new`] (bounded the same way), reading time from `clock` (a
+    /// `ManualClock` in tests).
     ///
     /// # Errors
     /// The algorithm cannot represent the quota.
@@ -118,10 +223,10 @@ impl<K: Hash + Eq, C: Clock> LocalBackend<K, C> {
         quota: Quota,
         clock: C,
     ) -> Result<Self, QuotaError> {
-        Ok(LocalBackend {
-            limiter: KeyedLimiter::with_clock(algorithm, quota, clock)?,
-            quota,
-        })
+        let limiter = KeyedLimiter::builder(algorithm, quota)
+            .max_keys(DEFAULT_BOUND, WhenFull::Deny)
+            .build_with_clock(clock)?;
+        Ok(LocalBackend { limiter })
     }
 }
 
@@ -155,6 +260,39 @@ where
     }
 
     fn quota(&self) -> Quota {
-        self.quota
+        self.limiter.quota()
+    }
+}
+
+/// A shared [`KeyedLimiter`] as a backend: keep a clone of the `Arc` to change a live map's
+/// quotas ([`KeyedLimiter::set_quota`]) or sweep it while the layer runs; the headers announce
+/// the quota in force.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::{Algorithm, KeyedLimiter, Quota};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+/// let per_ip = Arc::new(KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(10)?).live().build()?);
+/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+/// per_ip.set_quota(Quota::per_second(50)?)?; // the running layer limits at 50/s from now
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+impl<K, C, S> Backend for std::sync::Arc<KeyedLimiter<K, C, S>>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Key = K;
+    type Error = Infallible;
+    type Future = Ready<Result<Decision, Infallible>>;
+
+    #[inline]
+    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
+        ready(Ok(self.try_acquire_n(key, cost)))
+    }
+
+    fn quota(&self) -> Quota {
+        KeyedLimiter::quota(self)
     }
 }

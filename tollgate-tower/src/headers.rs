@@ -2,6 +2,10 @@
 //! [`Decision`].
 //!
 //! - `RateLimit-Policy: "<name>";q=<limit>;w=<period in s>`: fixed per policy, rendered once.
+//!   For a token bucket whose burst is above its limit, the policy stated is the one the
+//!   bucket enforces from full: `q=<burst>;w=<time to refill the burst>` (`--limit 10/s
+//!   --burst 20` is `q=20;w=2`), so `r` is never above `q`. `qu` is added when the quota does
+//!   not count requests ([`QuotaUnit`]).
 //! - `RateLimit: "<name>";r=<remaining>;t=<seconds>`: per response. On an admission `t` is the
 //!   time until the limiter is full again ([`Decision::reset_after`]), rounded up; on a denial
 //!   it is the wait before the request would pass, the same number as `Retry-After` (as in
@@ -10,8 +14,10 @@
 //!   seconds, so a client that waits that long is never early. Absent when retrying cannot
 //!   help ([`Decision::exceeds_capacity`]).
 //!
-//! Both fields are Structured-Field lists of one String item; the policy name is escaped as an
-//! sf-string. `w` is sent only for whole-second periods (the draft has no sub-second window).
+//! Both fields are Structured-Field lists; the layer appends its item to what the inner service
+//! (an upstream, an inner layer) already set, never replacing it ([`RateLimitHeaders::apply`]).
+//! The policy name is escaped as an sf-string. `w` is sent only for whole-second windows (the
+//! draft has no sub-second window).
 //!
 //! Denials allocate nothing: `Retry-After` values come from a process-wide table of static
 //! strings (0..4096 s) and each policy pre-renders its `RateLimit` values for `r=0` and every
@@ -37,6 +43,68 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 const RETRY_TABLE: u64 = 4096;
 /// The most `t` values a policy pre-renders for its denials.
 const DENY_TABLE_MAX: u64 = 4096;
+
+/// What a quota counts: the `qu` parameter of `RateLimit-Policy` (absent for requests, the
+/// draft's default).
+///
+/// ```
+/// use tollgate::Quota;
+/// use tollgate_tower::{PolicyHeaders, QuotaUnit};
+/// let h = PolicyHeaders::try_with_unit("upload", &Quota::per_second(1 << 20)?, QuotaUnit::ContentBytes)?;
+/// assert_eq!(h.policy(), "\"upload\";q=1048576;w=1;qu=\"content-bytes\"");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QuotaUnit {
+    /// Requests (the default: no `qu` sent).
+    #[default]
+    Requests,
+    /// Bytes of content (`qu="content-bytes"`), e.g. with a cost of the body length.
+    ContentBytes,
+    /// Requests in flight at once (`qu="concurrent-requests"`).
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    fn param(self) -> &'static [u8] {
+        match self {
+            QuotaUnit::Requests => b"",
+            QuotaUnit::ContentBytes => b";qu=\"content-bytes\"",
+            QuotaUnit::ConcurrentRequests => b";qu=\"concurrent-requests\"",
+        }
+    }
+}
+
+/// The quota and window (`q`, `w` in whole seconds if it is one) stated for `quota`: the limit
+/// per period, or, for a burst above the limit, the burst per the time its refill takes.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Quota;
+/// use tollgate_tower::stated_policy;
+/// assert_eq!(stated_policy(&Quota::per_second(10)?), (10, Some(1)));
+/// assert_eq!(stated_policy(&Quota::per_second(10)?.with_burst(20)?), (20, Some(2)));
+/// assert_eq!(stated_policy(&Quota::per_second(10)?.with_burst(15)?), (15, None)); // 1.5 s
+/// assert_eq!(stated_policy(&Quota::per_second(10)?.with_burst(2)?), (10, Some(1)));
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub fn stated_policy(quota: &Quota) -> (u64, Option<u64>) {
+    let whole = |ns: u128| {
+        ns.is_multiple_of(1_000_000_000)
+            .then_some((ns / 1_000_000_000) as u64)
+    };
+    let period = quota.period().as_nanos();
+    if quota.burst() <= quota.limit() {
+        return (quota.limit(), whole(period));
+    }
+    // The time a drained bucket takes to refill `burst`: burst × period / limit.
+    let refill = period * u128::from(quota.burst());
+    let w = refill
+        .is_multiple_of(u128::from(quota.limit()))
+        .then(|| refill / u128::from(quota.limit()))
+        .and_then(whole);
+    (quota.burst(), w)
+}
 
 /// A policy name that cannot be written as a Structured-Field string.
 ///
@@ -91,6 +159,11 @@ impl std::error::Error for PolicyNameError {}
 /// ```
 #[derive(Clone, Debug)]
 pub struct PolicyHeaders {
+    name: Box<str>,
+    quota: Quota,
+    unit: QuotaUnit,
+    /// The `q` stated: `r` is never sent above it.
+    q: u64,
     policy: HeaderValue,
     /// `"<name>";r=` (the name escaped), the prefix of every `RateLimit` value.
     prefix: Box<[u8]>,
@@ -120,10 +193,47 @@ pub struct RateLimitHeaders {
     pub ratelimit: HeaderValue,
     /// `Retry-After`, on a denial that a retry can pass.
     pub retry_after: Option<HeaderValue>,
+    /// The legacy `X-RateLimit-*` fields, when asked for ([`RateLimitHeaders::with_legacy`]).
+    pub legacy: Option<Box<LegacyHeaders>>,
 }
 
+/// The legacy fields many clients (and tower_governor's `use_headers`) know, beside the IETF
+/// ones: `X-RateLimit-Limit` (the stated quota), `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+/// (seconds), and on a denial `X-RateLimit-After` (seconds to wait).
+///
+/// ```
+/// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+/// let q = Quota::per_second(4)?;
+/// let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+/// let b = TokenBucket::with_clock(q, ManualClock::new());
+/// let mut map = http::HeaderMap::new();
+/// h.render(&b.try_acquire()).with_legacy(&h).apply(&mut map);
+/// assert_eq!(map["x-ratelimit-limit"], "4");
+/// assert_eq!(map["x-ratelimit-remaining"], "3");
+/// assert_eq!(map["x-ratelimit-reset"], "1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct LegacyHeaders {
+    /// `X-RateLimit-Limit`.
+    pub limit: HeaderValue,
+    /// `X-RateLimit-Remaining`.
+    pub remaining: HeaderValue,
+    /// `X-RateLimit-Reset`.
+    pub reset: HeaderValue,
+    /// `X-RateLimit-After`, on a denial a retry can pass.
+    pub after: Option<HeaderValue>,
+}
+
+static X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+static X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+static X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+static X_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-after");
+
 impl RateLimitHeaders {
-    /// Inserts the values into `headers` (replacing any values of the same names).
+    /// Adds the values to `headers`: `RateLimit-Policy` and `RateLimit` are lists, so our item
+    /// is appended to any the response already has (from an upstream or an inner layer);
+    /// `Retry-After` is set only if the response has none.
     ///
     /// ```
     /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
@@ -135,11 +245,88 @@ impl RateLimitHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn apply(self, headers: &mut HeaderMap) {
-        headers.insert(RATELIMIT_POLICY, self.policy);
-        headers.insert(RATELIMIT, self.ratelimit);
+        headers.append(RATELIMIT_POLICY, self.policy);
+        headers.append(RATELIMIT, self.ratelimit);
+        let set = |headers: &mut HeaderMap, name: &HeaderName, v: HeaderValue| {
+            if let http::header::Entry::Vacant(e) = headers.entry(name) {
+                e.insert(v);
+            }
+        };
         if let Some(r) = self.retry_after {
-            headers.insert(RETRY_AFTER, r);
+            set(headers, &RETRY_AFTER, r);
         }
+        if let Some(l) = self.legacy {
+            let l = *l;
+            set(headers, &X_LIMIT, l.limit);
+            set(headers, &X_REMAINING, l.remaining);
+            set(headers, &X_RESET, l.reset);
+            if let Some(a) = l.after {
+                set(headers, &X_AFTER, a);
+            }
+        }
+    }
+
+    /// Adds the partition key `pk=:<base64 of key>:` to both items.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// # let q = Quota::per_second(2)?;
+    /// # let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+    /// # let b = TokenBucket::with_clock(q, ManualClock::new());
+    /// let v = h.render(&b.try_acquire()).with_partition_key(b"acme");
+    /// assert_eq!(v.ratelimit, "\"default\";r=1;t=1;pk=:YWNtZQ==:");
+    /// assert_eq!(v.policy, "\"default\";q=2;w=1;pk=:YWNtZQ==:");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_partition_key(mut self, key: &[u8]) -> Self {
+        let mut param = Vec::with_capacity(6 + key.len().div_ceil(3) * 4);
+        param.extend_from_slice(b";pk=:");
+        base64(key, &mut param);
+        param.push(b':');
+        let with = |v: &HeaderValue| {
+            let mut b = Vec::with_capacity(v.len() + param.len());
+            b.extend_from_slice(v.as_bytes());
+            b.extend_from_slice(&param);
+            HeaderValue::from_bytes(&b).unwrap_or_else(|_| unreachable_value())
+        };
+        self.ratelimit = with(&self.ratelimit);
+        self.policy = with(&self.policy);
+        self
+    }
+
+    /// Adds the legacy `X-RateLimit-*` values of `policy` ([`LegacyHeaders`]), read from
+    /// these values: `r` and `t` of `RateLimit`, the wait of `Retry-After`.
+    ///
+    /// ```
+    /// # use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+    /// # let q = Quota::per_second(1)?;
+    /// # let h = tollgate_tower::PolicyHeaders::try_new("default", &q)?;
+    /// # let b = TokenBucket::with_clock(q, ManualClock::new());
+    /// let _ = b.try_acquire();
+    /// let no = h.render(&b.try_acquire()).with_legacy(&h);
+    /// assert_eq!(no.legacy.unwrap().after.unwrap(), "1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_legacy(mut self, policy: &PolicyHeaders) -> Self {
+        let text = self.ratelimit.as_bytes();
+        let param = |name: &[u8]| -> HeaderValue {
+            let at = text
+                .windows(name.len())
+                .rposition(|w| w == name)
+                .map_or(text.len(), |i| i + name.len());
+            let end = text[at..]
+                .iter()
+                .position(|b| !b.is_ascii_digit())
+                .map_or(text.len(), |n| at + n);
+            HeaderValue::from_bytes(&text[at..end]).unwrap_or_else(|_| unreachable_value())
+        };
+        self.legacy = Some(Box::new(LegacyHeaders {
+            limit: HeaderValue::from(policy.q),
+            remaining: param(b";r="),
+            reset: param(b";t="),
+            after: self.retry_after.clone(),
+        }));
+        self
     }
 }
 
@@ -172,6 +359,26 @@ impl PolicyHeaders {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_new(name: &str, quota: &Quota) -> Result<PolicyHeaders, PolicyNameError> {
+        Self::try_with_unit(name, quota, QuotaUnit::Requests)
+    }
+
+    /// As [`PolicyHeaders::try_new`], for a quota counted in `unit`.
+    ///
+    /// # Errors
+    /// As [`PolicyHeaders::try_new`].
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate_tower::{PolicyHeaders, QuotaUnit};
+    /// let h = PolicyHeaders::try_with_unit("db", &Quota::per_second(4)?, QuotaUnit::ConcurrentRequests)?;
+    /// assert_eq!(h.policy(), "\"db\";q=4;w=1;qu=\"concurrent-requests\"");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_with_unit(
+        name: &str,
+        quota: &Quota,
+        unit: QuotaUnit,
+    ) -> Result<PolicyHeaders, PolicyNameError> {
         let mut prefix = Vec::with_capacity(name.len() + 8);
         prefix.push(b'"');
         for (at, &byte) in name.as_bytes().iter().enumerate() {
@@ -185,13 +392,15 @@ impl PolicyHeaders {
         }
         prefix.push(b'"');
         let mut policy = prefix.clone();
+        let (q, w) = stated_policy(quota);
         policy.extend_from_slice(b";q=");
-        policy.extend_from_slice(itoa::Buffer::new().format(quota.limit()).as_bytes());
-        let period = quota.period();
-        if period.subsec_nanos() == 0 {
+        policy.extend_from_slice(itoa::Buffer::new().format(q).as_bytes());
+        if let Some(w) = w {
             policy.extend_from_slice(b";w=");
-            policy.extend_from_slice(itoa::Buffer::new().format(period.as_secs()).as_bytes());
+            policy.extend_from_slice(itoa::Buffer::new().format(w).as_bytes());
         }
+        policy.extend_from_slice(unit.param());
+        let period = quota.period();
         prefix.extend_from_slice(b";r=");
 
         // All denial values in one buffer; each value is a slice of it.
@@ -215,10 +424,50 @@ impl PolicyHeaders {
             })
             .collect();
         Ok(PolicyHeaders {
+            name: name.into(),
+            quota: *quota,
+            unit,
+            q,
             policy: shared_value(Bytes::from(policy)),
             prefix: prefix.into_boxed_slice(),
             denied,
         })
+    }
+
+    /// The policy's name, unescaped.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("x", &Quota::per_second(3)?)?;
+    /// assert_eq!((h.name(), h.quota()), ("x", Quota::per_second(3)?));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The quota the values were rendered for.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("x", &Quota::per_second(3)?)?;
+    /// assert_eq!(h.quota().limit(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// What the quota counts.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// let h = tollgate_tower::PolicyHeaders::try_new("x", &Quota::per_second(3)?)?;
+    /// assert_eq!(h.unit(), tollgate_tower::QuotaUnit::Requests);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn unit(&self) -> QuotaUnit {
+        self.unit
     }
 
     /// The `RateLimit-Policy` value.
@@ -233,7 +482,8 @@ impl PolicyHeaders {
         &self.policy
     }
 
-    /// The three header values for `decision` (see the module docs for what each says).
+    /// The three header values for `decision` (see the module docs for what each says); `r`
+    /// is never above the stated `q`.
     /// Allocation-free for a denial with nothing remaining and a wait within the tables.
     ///
     /// ```
@@ -254,8 +504,9 @@ impl PolicyHeaders {
         };
         RateLimitHeaders {
             policy: self.policy.clone(),
-            ratelimit: self.ratelimit(decision.remaining(), t),
+            ratelimit: self.ratelimit(decision.remaining().min(self.q), t),
             retry_after,
+            legacy: None,
         }
     }
 
@@ -285,6 +536,24 @@ impl PolicyHeaders {
         sep.copy_from_slice(b";t=");
         tt.copy_from_slice(t);
         HeaderValue::from_bytes(out).unwrap_or_else(|_| unreachable_value())
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), as an sf-binary's content.
+fn base64(bytes: &[u8], out: &mut Vec<u8>) {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in bytes.chunks(3) {
+        let n = chunk.len();
+        let w = u32::from(chunk[0]) << 16
+            | u32::from(*chunk.get(1).unwrap_or(&0)) << 8
+            | u32::from(*chunk.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= n {
+                out.push(ABC[(w >> (18 - 6 * i) & 63) as usize]);
+            } else {
+                out.push(b'=');
+            }
+        }
     }
 }
 

@@ -39,7 +39,61 @@ pub trait KeyExtractor<B>: Clone + Send + Sync + 'static {
 
     /// The request's key, or `None` when it has none.
     fn extract(&self, req: &Request<B>) -> Option<Self::Key>;
+
+    /// The request's key, or why it has none: what the layer asks. A request whose key is
+    /// [`KeyError::Ambiguous`] (a key header sent twice) is refused with `400` whatever
+    /// [`MissingKey`](crate::MissingKey) says, so that sending a header twice is never a way
+    /// around the limit. The default reads [`KeyExtractor::extract`]'s `None` as missing.
+    ///
+    /// ```
+    /// use tollgate_tower::{HeaderKey, KeyError, KeyExtractor};
+    /// let k = HeaderKey::new(http::HeaderName::from_static("x-api-key"));
+    /// let twice = http::Request::builder().header("x-api-key", "a").header("x-api-key", "b").body(()).unwrap();
+    /// assert_eq!(k.extract_key(&twice), Err(KeyError::Ambiguous));
+    /// assert_eq!(k.extract_key(&http::Request::new(())), Err(KeyError::Missing));
+    /// ```
+    #[inline]
+    fn extract_key(&self, req: &Request<B>) -> Result<Self::Key, KeyError> {
+        self.extract(req).ok_or(KeyError::Missing)
+    }
+
+    /// Whether one key stands for many clients ([`GlobalKey`], `RouteKey`): the layer then
+    /// sends no `RateLimit` headers unless told to, since they would tell every client about
+    /// the others' traffic. Default `false`.
+    ///
+    /// ```
+    /// use tollgate_tower::{GlobalKey, KeyExtractor, PeerIp};
+    /// assert!(KeyExtractor::<()>::is_shared(&GlobalKey));
+    /// assert!(!KeyExtractor::<()>::is_shared(&PeerIp::default()));
+    /// ```
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
+
+/// Why a request has no key (see [`KeyExtractor::extract_key`]).
+///
+/// ```
+/// assert_eq!(tollgate_tower::KeyError::Ambiguous.to_string(), "the request names its key more than once");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyError {
+    /// The request carries no key (no peer address, no such header).
+    Missing,
+    /// The request carries more than one key (a key header sent twice): refused.
+    Ambiguous,
+}
+
+impl core::fmt::Display for KeyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            KeyError::Missing => "the request carries no key",
+            KeyError::Ambiguous => "the request names its key more than once",
+        })
+    }
+}
+
+impl std::error::Error for KeyError {}
 
 /// The connection's peer address, as a request extension. A hyper server inserts it per
 /// connection (see the crate's `proxy` example); axum's `ConnectInfo<SocketAddr>` is read as
@@ -88,6 +142,9 @@ impl<B> KeyExtractor<B> for GlobalKey {
     #[inline]
     fn extract(&self, _: &Request<B>) -> Option<()> {
         Some(())
+    }
+    fn is_shared(&self) -> bool {
+        true
     }
 }
 
@@ -216,8 +273,14 @@ pub enum ForwardedHeader {
 /// appended by a proxy you trust). Grouped by [`Grouping`] like [`PeerIp`].
 ///
 /// A hop that is not an address (`unknown`, an obfuscated `_name`, garbage) ends the walk at
-/// the trusted proxy to its right: that proxy's address becomes the key. When every hop is a
-/// trusted proxy the leftmost one is the key.
+/// the trusted proxy to its right: that proxy's address becomes the key. An obfuscated port
+/// (`for="192.0.2.43:_p1"`, RFC 7239 §6.3) is dropped and the address kept. When every hop
+/// is a trusted proxy (the request came from one of them, or a client inside a trusted
+/// network), the leftmost hop is the key.
+///
+/// Trust your proxies' own addresses (`10.0.0.7/32`, one entry per proxy), not the networks
+/// they sit in: a host of a trusted network that is not one of your proxies can write any
+/// chain it likes, and would be keyed by whatever address it wrote last.
 ///
 /// ```
 /// use tollgate_tower::{KeyExtractor, PeerAddr, TrustedProxy};
@@ -365,8 +428,27 @@ fn forwarded_for(element: &str) -> Option<IpAddr> {
             .strip_prefix('"')
             .and_then(|v| v.strip_suffix('"'))
             .unwrap_or(value);
-        parse_node(value)
+        parse_node(strip_obfuscated_port(value))
     })
+}
+
+/// RFC 7239 §6.3: a node's port may be obfuscated (`192.0.2.43:_p1`, `"[2001:db8::1]:_x"`);
+/// the address is what counts, so the port is dropped.
+fn strip_obfuscated_port(node: &str) -> &str {
+    match node.rsplit_once(':') {
+        Some((addr, port))
+            if port.starts_with('_')
+                && port[1..]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+                && (addr.ends_with(']') || !addr.contains(':')) =>
+        {
+            addr.strip_prefix('[')
+                .and_then(|a| a.strip_suffix(']'))
+                .unwrap_or(addr)
+        }
+        _ => node,
+    }
 }
 
 /// An address with an optional port: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]:80`.
@@ -426,8 +508,85 @@ fn parse_ipv4(s: &[u8]) -> Option<std::net::Ipv4Addr> {
     }
 }
 
+/// The client address a trusted reverse proxy (nginx's `real_ip`, many load balancers) puts
+/// in `X-Real-IP`: read only from a peer inside the trusted networks, else the peer's own
+/// address is the key. A trusted peer's request without the header (or with a value that is
+/// not an address) is keyed by the peer; one with the header twice is refused
+/// ([`KeyError::Ambiguous`]). Grouped by [`Grouping`] like [`PeerIp`].
+///
+/// Trust your proxies' own addresses (`10.0.0.7/32`), not the networks they sit in: any host
+/// of a trusted network can write any `X-Real-IP` it likes.
+///
+/// ```
+/// use tollgate_tower::{KeyExtractor, PeerAddr, RealIp};
+/// let real = RealIp::new(["10.0.0.7/32".parse()?]);
+/// let mut req = http::Request::builder().header("x-real-ip", "203.0.113.9").body(()).unwrap();
+/// req.extensions_mut().insert(PeerAddr("10.0.0.7:4000".parse().unwrap()));
+/// assert_eq!(real.extract(&req).unwrap().to_string(), "203.0.113.9");
+/// req.extensions_mut().insert(PeerAddr("198.51.100.1:4000".parse().unwrap()));
+/// assert_eq!(real.extract(&req).unwrap().to_string(), "198.51.100.1"); // not a trusted peer
+/// # Ok::<(), tollgate_tower::NetError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RealIp {
+    proxies: TrustedProxy,
+}
+
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+
+impl RealIp {
+    /// Trusts `X-Real-IP` from peers inside `networks`.
+    ///
+    /// ```
+    /// let r = tollgate_tower::RealIp::new(["127.0.0.1".parse()?]);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn new(networks: impl IntoIterator<Item = IpNet>) -> Self {
+        RealIp {
+            proxies: TrustedProxy::new(networks),
+        }
+    }
+
+    /// Groups client addresses by `grouping` (default: IPv4 /32, IPv6 /64).
+    ///
+    /// ```
+    /// use tollgate_tower::{Grouping, RealIp};
+    /// let r = RealIp::new([]).grouping(Grouping::default().try_ipv6_prefix(56)?);
+    /// # Ok::<(), tollgate_tower::NetError>(())
+    /// ```
+    pub fn grouping(mut self, grouping: Grouping) -> Self {
+        self.proxies.grouping = grouping;
+        self
+    }
+}
+
+impl<B> KeyExtractor<B> for RealIp {
+    type Key = IpAddr;
+    fn extract(&self, req: &Request<B>) -> Option<IpAddr> {
+        self.extract_key(req).ok()
+    }
+    fn extract_key(&self, req: &Request<B>) -> Result<IpAddr, KeyError> {
+        let peer = peer_addr(req).ok_or(KeyError::Missing)?.ip().to_canonical();
+        if !self.proxies.is_trusted(peer) {
+            return Ok(self.proxies.grouping.key(peer));
+        }
+        let client = match single_value(req, &X_REAL_IP) {
+            Ok(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| parse_node(v.trim_ascii()))
+                .unwrap_or(peer),
+            Err(KeyError::Missing) => peer,
+            Err(e) => return Err(e),
+        };
+        Ok(self.proxies.grouping.key(client))
+    }
+}
+
 /// The value of one request header (an API key, a tenant id), as bytes. A request without the
-/// header, or with it twice, has no key.
+/// header has no key ([`KeyError::Missing`]); one with it twice is refused
+/// ([`KeyError::Ambiguous`]: an upstream reading the first value and a limit counting another
+/// would let a client rotate the second one around its limit).
 ///
 /// ```
 /// use tollgate_tower::{HeaderKey, KeyExtractor};
@@ -458,10 +617,25 @@ impl HeaderKey {
 impl<B> KeyExtractor<B> for HeaderKey {
     type Key = Box<[u8]>;
     fn extract(&self, req: &Request<B>) -> Option<Box<[u8]>> {
-        let mut values = req.headers().get_all(&self.name).iter();
-        let value = values.next()?;
-        // Copied, not shared: a shared value would keep the whole read buffer alive in the map.
-        values.next().is_none().then(|| value.as_bytes().into())
+        self.extract_key(req).ok()
+    }
+    fn extract_key(&self, req: &Request<B>) -> Result<Box<[u8]>, KeyError> {
+        single_value(req, &self.name).map(|v| v.as_bytes().into())
+    }
+}
+
+/// The one value of header `name`: missing without it, ambiguous with two or more.
+fn single_value<'r, B>(
+    req: &'r Request<B>,
+    name: &HeaderName,
+) -> Result<&'r http::HeaderValue, KeyError> {
+    let mut values = req.headers().get_all(name).iter();
+    let value = values.next().ok_or(KeyError::Missing)?;
+    // Copied by the callers, not shared: a shared value would keep the whole read buffer
+    // alive in the map.
+    match values.next() {
+        None => Ok(value),
+        Some(_) => Err(KeyError::Ambiguous),
     }
 }
 
@@ -480,6 +654,9 @@ pub struct RouteKey;
 #[cfg(feature = "axum")]
 impl<B> KeyExtractor<B> for RouteKey {
     type Key = Box<str>;
+    fn is_shared(&self) -> bool {
+        true
+    }
     fn extract(&self, req: &Request<B>) -> Option<Box<str>> {
         req.extensions()
             .get::<axum::extract::MatchedPath>()
@@ -526,6 +703,21 @@ where
     #[inline]
     fn extract(&self, req: &Request<B>) -> Option<Self::Key> {
         Some((self.0.extract(req)?, self.1.extract(req)?))
+    }
+    #[inline]
+    fn extract_key(&self, req: &Request<B>) -> Result<Self::Key, KeyError> {
+        let (a, b) = (self.0.extract_key(req), self.1.extract_key(req));
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok((a, b)),
+            (Err(KeyError::Ambiguous), _) | (_, Err(KeyError::Ambiguous)) => {
+                Err(KeyError::Ambiguous)
+            }
+            _ => Err(KeyError::Missing),
+        }
+    }
+    /// Shared only when both halves are.
+    fn is_shared(&self) -> bool {
+        self.0.is_shared() && self.1.is_shared()
     }
 }
 
@@ -592,6 +784,14 @@ mod tests {
             &["for=6.6.6.6, For=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.9.9.9"],
         );
         assert_eq!(key(&x, &r), "2001:db8:cafe::");
+        let r = req(
+            "10.0.0.1:1",
+            "forwarded",
+            &["for=\"192.0.2.43:_p1\", for=10.9.9.9"],
+        );
+        assert_eq!(key(&x, &r), "192.0.2.43");
+        let r = req("10.0.0.1:1", "forwarded", &["for=\"[2001:db8::9]:_x.y-z\""]);
+        assert_eq!(key(&x, &r), "2001:db8::");
         let r = req("10.0.0.1:1", "forwarded", &["for=unknown;by=10.0.0.1"]);
         assert_eq!(key(&x, &r), "10.0.0.1");
         // X-Forwarded-For is not read when Forwarded is configured.

@@ -11,9 +11,10 @@
 //! use tollgate::{Algorithm, Quota};
 //! use tollgate_tower::{LocalBackend, RateLimitLayer, TrustedProxy};
 //!
-//! // 100 requests per minute per client, behind a load balancer in 10.0.0.0/8.
+//! // 100 requests per minute per client, behind the load balancer 10.0.0.7 (trust its
+//! // address, not its network).
 //! let clients = LocalBackend::try_new(Algorithm::SlidingWindow, Quota::per_minute(100)?)?;
-//! let layer = RateLimitLayer::new(TrustedProxy::new(["10.0.0.0/8".parse()?]), clients);
+//! let layer = RateLimitLayer::new(TrustedProxy::new(["10.0.0.7/32".parse()?]), clients);
 //! let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -38,22 +39,24 @@ mod headers;
 mod key;
 mod layer;
 mod net;
+mod path;
 #[cfg(feature = "redis")]
 mod redis;
 
-pub use backend::{Backend, LocalBackend};
+pub use backend::{Backend, IntoBackend, LocalBackend};
 pub use headers::{
-    ceil_secs, PolicyHeaders, PolicyNameError, RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
+    ceil_secs, stated_policy, LegacyHeaders, PolicyHeaders, PolicyNameError, QuotaUnit,
+    RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
 };
 #[cfg(feature = "axum")]
 pub use key::RouteKey;
 pub use key::{
-    key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyExtractor,
-    PeerAddr, PeerIp, TrustedProxy,
+    key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyError,
+    KeyExtractor, PeerAddr, PeerIp, RealIp, TrustedProxy,
 };
 pub use layer::{
-    content_length_cost, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
-    ResponseFuture, Stats,
+    content_length_cost, DefaultReject, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
+    Reject, RejectFn, RejectReason, Rejection, ResponseFuture, Stats,
 };
 pub use net::{IpNet, NetError};
 #[cfg(feature = "redis")]

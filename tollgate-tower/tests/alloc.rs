@@ -89,7 +89,10 @@ fn a_denial_allocates_only_its_header_map() {
     let hello = tower::service_fn(|_req: Request<()>| async {
         Ok::<_, Infallible>(Response::new(String::new()))
     });
-    let mut svc = RateLimitLayer::new(GlobalKey, backend).layer(hello);
+    // One key for all: its headers are sent only when asked.
+    let mut svc = RateLimitLayer::new(GlobalKey, backend)
+        .expose_shared_state(true)
+        .layer(hello);
     let mut call = || ready(svc.call(Request::new(()))).unwrap();
     assert_eq!(call().status(), 200); // the key's limiter is made here
     assert_eq!(call().status(), 429); // and the Retry-After table

@@ -73,7 +73,9 @@ async fn pending_decisions_are_awaited() {
     let quota = Quota::per_minute(1).unwrap();
     let local =
         LocalBackend::try_with_clock(Algorithm::FixedWindow, quota, ManualClock::new()).unwrap();
-    let svc = RateLimitLayer::new(GlobalKey, Slow(local)).layer(hello());
+    let svc = RateLimitLayer::new(GlobalKey, Slow(local))
+        .expose_shared_state(true)
+        .layer(hello());
     let ok = svc.clone().oneshot(Request::new(())).await.unwrap();
     assert_eq!(ok.status(), StatusCode::OK);
     assert_eq!(ok.headers()["ratelimit"], "\"default\";r=0;t=60");
@@ -94,6 +96,7 @@ async fn failures_follow_on_error() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "1"); // an outage is worth a retry soon
     assert!(res.body().is_empty());
     assert_eq!(stats.errors(), 1);
 
@@ -113,6 +116,7 @@ async fn cost_and_exceeds_capacity() {
         LocalBackend::<(), _>::try_with_clock(Algorithm::TokenBucket, quota, ManualClock::new())
             .unwrap();
     let svc = RateLimitLayer::new(GlobalKey, local)
+        .expose_shared_state(true)
         .cost(tollgate_tower::content_length_cost)
         .exceeds_capacity_status(StatusCode::PAYLOAD_TOO_LARGE)
         .layer(hello());

@@ -292,6 +292,7 @@ async fn shadow_mode_never_rejects_but_reports() {
         GlobalKey,
         local::<()>(Quota::per_minute(2).unwrap(), &clock),
     )
+    .expose_shared_state(true)
     .shadow(true);
     let stats = layer.stats();
     let addr = serve_at(V4, layer, false).await.unwrap();
@@ -337,7 +338,7 @@ async fn keyless_requests_get_the_configured_answer() {
 }
 
 #[tokio::test]
-async fn routes_plans_exempt_methods_and_header_modes() {
+async fn routes_plans_and_header_modes() {
     let clock = ManualClock::new();
     let layer = RateLimitLayer::new(
         GlobalKey,
@@ -349,6 +350,7 @@ async fn routes_plans_exempt_methods_and_header_modes() {
         local::<()>(Quota::per_minute(1).unwrap(), &clock),
     )
     .unwrap()
+    .expose_shared_state(true)
     .headers(HeaderMode::DenyOnly);
     let mut c = connect(serve_at(V4, layer, false).await.unwrap()).await;
     let ok = send(&mut c, Method::POST, "/login", None).await;
@@ -357,10 +359,10 @@ async fn routes_plans_exempt_methods_and_header_modes() {
     assert_eq!(no.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(no.header("ratelimit-policy"), Some("\"login\";q=1;w=60"));
     assert_eq!(no.header("retry-after"), Some("60"));
-    // Preflights are not counted; other paths have their own policy.
+    // Every method is counted by default; other paths have their own policy.
     assert_eq!(
         send(&mut c, Method::OPTIONS, "/login", None).await.status,
-        StatusCode::OK
+        StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
         send(&mut c, Method::GET, "/loginx", None).await.status,

@@ -24,7 +24,7 @@ use tollgate_tower::IpNet;
 
 pub const USAGE: &str =
     "usage: proxy --listen ADDR --upstream URL --limit N/s|N/m|N/h [--burst N] \
-[--key ip|xff|header:NAME] [--trusted-proxy CIDR]... [--headers always|deny|never] [--no-limit] \
+[--max-keys N] [--route PREFIX=N/s|N/m|N/h]... [--cors-preflight] [--key ip|xff|header:NAME] [--trusted-proxy CIDR]... [--headers always|deny|never] [--no-limit] \
 [--quiet] [--workers N]";
 
 /// Which client key the proxy limits by.
@@ -46,6 +46,9 @@ pub struct Args {
     pub limit: u64,
     pub period: Duration,
     pub burst: Option<u64>,
+    pub max_keys: usize,
+    pub routes: Vec<(String, u64, Duration)>,
+    pub cors_preflight: bool,
     pub key: KeyFlag,
     pub trusted: Vec<IpNet>,
     pub headers: String,
@@ -98,6 +101,9 @@ impl Args {
             limit: 0,
             period: Duration::from_secs(1),
             burst: None,
+            max_keys: 100_000,
+            routes: Vec::new(),
+            cors_preflight: false,
             key: KeyFlag::Ip,
             trusted: Vec::new(),
             headers: "always".into(),
@@ -111,6 +117,21 @@ impl Args {
                 "--upstream" => upstream = Some(value(&mut args, &flag)),
                 "--limit" => limit = Some(parse_limit(&value(&mut args, &flag))),
                 "--burst" => parsed.burst = Some(parse(&value(&mut args, &flag), &flag)),
+                "--max-keys" => {
+                    parsed.max_keys = parse(&value(&mut args, &flag), &flag);
+                    if parsed.max_keys == 0 {
+                        bad_flag("--max-keys must be at least 1");
+                    }
+                }
+                "--route" => {
+                    let v = value(&mut args, &flag);
+                    let (prefix, limit) = v.split_once('=').unwrap_or_else(|| {
+                        bad_flag(format!("--route {v:?}: expected PREFIX=N/s|N/m|N/h"))
+                    });
+                    let (n, period) = parse_limit(limit);
+                    parsed.routes.push((prefix.to_owned(), n, period));
+                }
+                "--cors-preflight" => parsed.cors_preflight = true,
                 "--key" => {
                     let v = value(&mut args, &flag);
                     parsed.key = match v.as_str() {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tollgate-tower's example proxy driven by curl in front of the example upstream, on loopback:
+# what a client past its quota, or spelling its way around one, actually gets.
+#   - bounded memory: with --max-keys 2 a third busy client is refused (fail closed), never
+#     given a fresh limit, and the proxy keeps answering;
+#   - no bypass: past its quota a client gets 429 for every method (OPTIONS included), and a
+#     route's quota holds for //login, /%6Cogin, /LOGIN and /x/../login;
+#   - headers: --limit 10/s --burst 20 states the policy the bucket enforces (q=20;w=2) and r
+#     never above q.
+# Fails on any answer other than the one expected.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+command -v curl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+nice -n 10 cargo build --release -q -p tollgate-tower --example proxy --example upstream
+BIN=target/release/examples
+UP_PORT=${UP_PORT:-19410}
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+wait_port() { # port pid
+  for _ in $(seq 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    kill -0 "$2" 2>/dev/null || { echo "server (pid $2) exited before listening" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "nothing listening on port $1" >&2; return 1
+}
+
+"$BIN/upstream" --listen "127.0.0.1:$UP_PORT" --workers 1 2>/dev/null &
+pids+=("$!"); wait_port "$UP_PORT" "$!"
+
+next_port=$((UP_PORT + 1))
+proxy() { # args... -> sets PX (its base URL)
+  local port=$next_port; next_port=$((next_port + 1))
+  "$BIN/proxy" --listen "127.0.0.1:$port" --upstream "http://127.0.0.1:$UP_PORT" --workers 1 --quiet "$@" 2>/dev/null &
+  pids+=("$!"); wait_port "$port" "$!"
+  PX="http://127.0.0.1:$port"
+}
+
+fails=0
+expect() { # what expected actual
+  if [[ "$2" == "$3" ]]; then echo "ok    $1: $3"; else echo "FAIL  $1: expected $2, got $3"; fails=$((fails + 1)); fi
+}
+status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+
+# 1. Bounded: two busy clients fill a map of two; a third is refused while they stay busy.
+proxy --limit 1/h --max-keys 2 --key header:x-client
+expect "client a, first" 200 "$(status -H 'x-client: a' "$PX/")"
+expect "client b, first" 200 "$(status -H 'x-client: b' "$PX/")"
+expect "client c, map full of busy keys" 429 "$(status -H 'x-client: c' "$PX/")"
+expect "client a, still counted" 429 "$(status -H 'x-client: a' "$PX/")"
+expect "client a twice in one request" 400 "$(status -H 'x-client: a' -H 'x-client: z' "$PX/")"
+
+# 2. No bypass: every method past the quota; every spelling of a route.
+proxy --limit 1/h --route /login=1/h
+expect "GET, first" 200 "$(status "$PX/")"
+for m in OPTIONS HEAD POST PUT DELETE PATCH; do
+  if [[ $m == HEAD ]]; then got=$(status -I "$PX/"); else got=$(status -X "$m" "$PX/"); fi
+  expect "$m past the quota" 429 "$got"
+done
+proxy --limit 100/h --route /login=1/h
+expect "/login, first" 200 "$(status "$PX/login")"
+for p in //login /%6Cogin /LOGIN /x/../login '/login;a=1' /login/; do
+  expect "$p on the login quota" 429 "$(status --path-as-is "$PX$p")"
+done
+expect "/logins on the default quota" 200 "$(status "$PX/logins")"
+
+# 3. Headers: the policy the bucket enforces, r never above q.
+proxy --limit 10/s --burst 20
+h=$(curl -s -D - -o /dev/null "$PX/" | tr -d '\r')
+expect "RateLimit-Policy" '"default";q=20;w=2' "$(sed -n 's/^ratelimit-policy: //p' <<<"$h")"
+expect "RateLimit" '"default";r=19;t=1' "$(sed -n 's/^ratelimit: //p' <<<"$h")"
+
+if (( fails > 0 )); then echo "$fails check(s) failed"; exit 1; fi
+echo "all checks passed"
