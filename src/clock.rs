@@ -64,6 +64,67 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     }
 }
 
+/// Where a limiter's time starts: the first reading of its clock, rounded down to a multiple
+/// of the limiter's grain (a window's or slot's length, so windows keep their alignment to the
+/// clock's zero; 1 ns for the token bucket and the log).
+///
+/// Every limiter counts `reading - origin`, saturating at zero, so its horizon (2^58 ns) runs
+/// from its own start whatever the clock's zero (a clock over `SystemTime` reads about 2^60
+/// ns today). A reading before the origin (a clock stepped back past the start) reads as the
+/// origin itself: time stands still until the clock is back, and nothing wraps. A clock that
+/// reads 0 at construction gets the origin 0, and every reading is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Origin(u64);
+
+impl Origin {
+    /// The origin of a limiter made now on `clock`, aligned down to `grain` ns (at least 1).
+    pub(crate) fn of<C: Clock + ?Sized>(clock: &C, grain: u64) -> Origin {
+        Origin::at(clock.now_nanos(), grain)
+    }
+
+    /// The origin for a first reading `reading`, aligned down to `grain` ns (at least 1).
+    pub(crate) fn at(reading: u64, grain: u64) -> Origin {
+        Origin(reading - reading % grain.max(1))
+    }
+
+    /// The clock's zero itself (a model that wants the raw reading).
+    #[cfg(tollgate_loom)]
+    pub(crate) const ZERO: Origin = Origin(0);
+
+    /// The clock reading this origin stands at.
+    #[cfg(feature = "std")]
+    pub(crate) fn nanos(self) -> u64 {
+        self.0
+    }
+
+    /// A clock reading in the limiter's time: ns since the origin, 0 before it.
+    #[inline(always)]
+    pub(crate) fn since(self, reading: u64) -> u64 {
+        reading.saturating_sub(self.0)
+    }
+
+    /// `clock`'s now in the limiter's time.
+    #[inline(always)]
+    pub(crate) fn now<C: Clock + ?Sized>(self, clock: &C) -> u64 {
+        self.since(clock.now_nanos())
+    }
+}
+
+/// A clock read from an origin: what code that takes a [`Clock`] (a keyed map's request path,
+/// a group's rollback) reads in a limiter's own time.
+#[derive(Debug)]
+pub(crate) struct Since<'a, C: ?Sized> {
+    pub(crate) clock: &'a C,
+    pub(crate) origin: Origin,
+}
+
+impl<C: Clock + ?Sized> Clock for Since<'_, C> {
+    #[inline(always)]
+    fn now_nanos(&self) -> u64 {
+        self.origin.now(self.clock)
+    }
+}
+
 /// Saturating conversion: a `Duration` beyond 584 years reads as `u64::MAX` ns.
 #[inline]
 pub(crate) fn duration_to_nanos(d: Duration) -> u64 {

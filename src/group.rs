@@ -79,7 +79,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::algo::sliding_window::{self, Geometry};
 use crate::algo::{count_mask, fixed_window, token_bucket};
-use crate::clock::Clock;
+use crate::clock::{Clock, Origin, Since};
 use crate::decision::Decision;
 use crate::limiter::Limiter;
 use crate::quota::{GcraParams, Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON};
@@ -120,7 +120,14 @@ pub struct Member {
     /// other members.
     ring: Box<[AtomicU64]>,
     rule: Rule,
+    /// Where the member's time starts: the clock reading of the first group made over it,
+    /// aligned to its window (slot) length; [`UNSET`] until then. Set once (a
+    /// compare-exchange), then only read, by each group's constructor.
+    origin: AtomicU64,
 }
+
+/// A member's `origin` before any group was made over it.
+const UNSET: u64 = u64::MAX;
 
 impl fmt::Debug for Member {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -206,6 +213,7 @@ impl Member {
             word: CachePadded::new(AtomicU64::new(0)),
             ring: (0..g.ring_len()).map(|_| AtomicU64::new(0)).collect(),
             rule: Rule::Sliding(g),
+            origin: AtomicU64::new(UNSET),
         })
     }
 
@@ -214,7 +222,31 @@ impl Member {
             word: CachePadded::new(AtomicU64::new(0)),
             ring: Box::default(),
             rule,
+            origin: AtomicU64::new(UNSET),
         }
+    }
+
+    /// The member's origin: the one the first group over it set, else `reading` (the new
+    /// group's clock now) aligned to the member's window or slot length, which it sets.
+    fn origin_at(&self, reading: u64) -> Origin {
+        let grain = match &self.rule {
+            Rule::Bucket(_) => 1,
+            Rule::Window(p) => p.len,
+            Rule::Sliding(g) => g.p.len,
+        };
+        // Below `UNSET`: a clock that reads `u64::MAX` starts one ns earlier.
+        let mine = Origin::at(reading, grain).nanos().min(UNSET - 1);
+        // Relaxed (both): the origin is one value, set once; a racing constructor reads the
+        // winner's value from the failed compare-exchange. The member's word is not read here.
+        let set =
+            match self
+                .origin
+                .compare_exchange(UNSET, mine, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => mine,
+                Err(theirs) => theirs,
+            };
+        Origin::at(set, 1)
     }
 
     /// The member's word, for a decision on it.
@@ -425,6 +457,9 @@ impl std::error::Error for LimitsError {}
 pub struct Limits<C> {
     clock: C,
     members: Vec<Arc<Member>>,
+    /// Each member's origin (`Member::origin`), copied here once: member `i` decides at the
+    /// clock's reading less `origins[i]`.
+    origins: [Origin; MAX_MEMBERS],
     /// A planted broken rollback, for the loom models to catch.
     #[cfg(tollgate_loom)]
     plant: Plant,
@@ -512,6 +547,14 @@ impl<C: Clock> Limits<C> {
             0 => Err(LimitsError::Empty),
             n if n > MAX_MEMBERS => Err(LimitsError::TooMany { members: n }),
             _ => Ok(Limits {
+                origins: {
+                    let reading = clock.now_nanos();
+                    let mut origins = [Origin::at(0, 1); MAX_MEMBERS];
+                    for (o, m) in origins.iter_mut().zip(&members) {
+                        *o = m.origin_at(reading);
+                    }
+                    origins
+                },
                 clock,
                 members,
                 #[cfg(tollgate_loom)]
@@ -549,6 +592,7 @@ impl<C: Clock> Limits<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_explained(&self, n: u64) -> (Decision, usize) {
+        // One reading for every member, each counting it from its own origin.
         let now = self.clock.now_nanos();
         // Per member: the word peeked (then the word each charge replaced), and the word to
         // write (then the word written); bit `i` of `writes` says member `i` has one.
@@ -580,7 +624,7 @@ impl<C: Clock> Limits<C> {
                 Ordering::Release,
                 Ordering::Acquire,
             ) {
-                let (d, write) = m.decide(cur, now, n);
+                let (d, write) = m.decide(cur, self.origins[i].since(now), n);
                 match write {
                     Some(t) if d.is_allowed() => {
                         (seen[i], wrote[i]) = (cur, t);
@@ -615,7 +659,7 @@ impl<C: Clock> Limits<C> {
         for (i, m) in self.members.iter().enumerate() {
             // The member's own ordering (see `Member::load`).
             let word = m.load(self.plant());
-            let (d, write) = m.decide(word, now, n);
+            let (d, write) = m.decide(word, self.origins[i].since(now), n);
             denied |= !d.is_allowed();
             seen[i] = word;
             if let Some(w) = write {
@@ -673,7 +717,11 @@ impl<C: Clock> Limits<C> {
         let plant = self.plant();
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
             if writes & (1 << i) != 0 {
-                m.roll_back(&self.clock, replaced[i], wrote[i], n, plant);
+                let clock = Since {
+                    clock: &self.clock,
+                    origin: self.origins[i],
+                };
+                m.roll_back(&clock, replaced[i], wrote[i], n, plant);
             }
         }
     }
@@ -705,7 +753,8 @@ impl<C: Clock> Limiter for Limits<C> {
         let now = self.clock.now_nanos();
         self.members
             .iter()
-            .map(|m| m.refund(now, n))
+            .zip(&self.origins)
+            .map(|(m, o)| m.refund(o.since(now), n))
             .min()
             .unwrap_or(0)
     }

@@ -408,12 +408,12 @@ impl<C: Clock> Shared<C> {
 
     #[inline]
     fn core(&self) -> &Core<Gcra> {
-        self.bucket.parts().0
+        self.bucket.core()
     }
 
     #[inline]
     fn now(&self) -> u64 {
-        self.bucket.parts().1.now_nanos()
+        self.bucket.now_ns()
     }
 
     /// The spend test: may `n` come out of a lease holding `left`?
@@ -817,7 +817,7 @@ impl<C: Clock + 'static> Leased<C> {
 }
 
 fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
-    let p = &bucket.parts().0.params;
+    let p = &bucket.core().params;
     p.tokens(p.capacity)
 }
 
@@ -919,7 +919,7 @@ pub mod loom_model {
         /// The clock in the bucket's ticks.
         pub fn now_ticks(&self) -> u64 {
             let p = &self.shared.core().params;
-            self.clock.now_nanos().min(HORIZON) * u64::from(p.scale)
+            self.shared.now().min(HORIZON) * u64::from(p.scale)
         }
 
         /// Tokens in the bucket now.

@@ -48,7 +48,10 @@ use crate::sync::{AtomicU64, Ordering};
 #[inline]
 pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
-    let current = now_ns.min(HORIZON) / p.len;
+    // Clamped once, for the window and the durations alike: past the horizon time stands
+    // still, so a counted window never reads as over (and a swept key as fresh).
+    let now_ns = now_ns.min(HORIZON);
+    let current = now_ns / p.len;
     // A later window starts from zero; an earlier one (time went back) counts against the
     // stored window.
     let (window, count) = if current > stored {
@@ -108,6 +111,11 @@ impl Algo for Fixed {
 
     fn state(_: &WindowParams) -> Result<AtomicU64, QuotaError> {
         Ok(AtomicU64::new(0))
+    }
+
+    /// Windows are aligned to the clock's zero: the origin is a multiple of the period.
+    fn grain(p: &WindowParams) -> u64 {
+        p.len
     }
 
     /// The compare-exchange loop around [`decide`].

@@ -3,6 +3,7 @@
 use crate::sync::Mutex;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};
 
 #[derive(Clone, Debug, Default)]
@@ -28,6 +29,8 @@ pub struct MutexFixedWindow<C = MonotonicClock> {
     limit: u64,
     period: u64,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexFixedWindow {
@@ -58,26 +61,35 @@ impl<C: Clock> MutexFixedWindow<C> {
             counter: Mutex::default(),
             limit: quota.limit(),
             period,
+            origin: Origin::of(&clock, period),
             clock,
         }
     }
 }
 
+impl<C: Clock> MutexFixedWindow<C> {
+    /// The clock's now in the twin's time: ns since its origin, standing still past the
+    /// horizon.
+    fn now(&self) -> u64 {
+        clamp(self.origin.now(&self.clock))
+    }
+}
+
 impl<C: Clock> Limiter for MutexFixedWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.counter), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = lock(&self.counter).clone();
         self.answer(&mut copy, now_ns, n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        let window = clamp(self.clock.now_nanos()) / self.period;
+        let window = clamp(self.now()) / self.period;
         let mut c = lock(&self.counter);
         if window > c.window {
             return 0; // a new window: nothing of it was charged yet

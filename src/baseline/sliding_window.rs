@@ -4,6 +4,7 @@ use crate::sync::Mutex;
 use std::collections::VecDeque;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota, QuotaError};
 
 /// The sliding-window counter's mutex twin: same semantics as
@@ -27,6 +28,8 @@ pub struct MutexSlidingWindow<C = MonotonicClock> {
     /// An admission in slot `e` counts until slot `e + span` begins.
     span: u64,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexSlidingWindow {
@@ -77,26 +80,35 @@ impl<C: Clock> MutexSlidingWindow<C> {
             limit: quota.limit(),
             slot_len,
             span: u64::from(slots) + 1,
+            origin: Origin::of(&clock, slot_len),
             clock,
         })
     }
 }
 
+impl<C: Clock> MutexSlidingWindow<C> {
+    /// The clock's now in the twin's time: ns since its origin, standing still past the
+    /// horizon.
+    fn now(&self) -> u64 {
+        clamp(self.origin.now(&self.clock))
+    }
+}
+
 impl<C: Clock> Limiter for MutexSlidingWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.slots), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = lock(&self.slots).clone();
         self.answer(&mut copy, now_ns, n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        let slot = clamp(self.clock.now_nanos()) / self.slot_len;
+        let slot = clamp(self.now()) / self.slot_len;
         let mut slots = lock(&self.slots);
         match slots.back_mut() {
             // The newest slot, while now is in it (or before it: time went back).

@@ -42,7 +42,8 @@ use crate::algo::fixed_window::Fixed;
 use crate::algo::sliding_log::Log;
 use crate::algo::sliding_window::Sliding;
 use crate::algo::token_bucket::Gcra;
-use crate::clock::{duration_to_nanos, Clock, MonotonicClock};
+use crate::algo::Algo;
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Origin, Since};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
@@ -328,6 +329,18 @@ impl<K, S> KeyedBuilder<K, S> {
                 return Err(QuotaError::NotLive)
             }
         };
+        // The map's time starts now, aligned to the map's quota's window (or slot) length, so
+        // that its windows stay aligned to the clock's zero (see `KeyedLimiter`).
+        let grain = match self.algorithm {
+            Algorithm::FixedWindow => {
+                <Fixed as Algo>::params(quota).map_or(1, |p| Fixed::grain(&p))
+            }
+            Algorithm::SlidingWindow => {
+                <Sliding as Algo>::params(quota).map_or(1, |g| Sliding::grain(&g))
+            }
+            Algorithm::TokenBucket | Algorithm::SlidingLog => 1,
+        };
+        let origin = Origin::of(&clock, grain);
         Ok(KeyedLimiter {
             maps,
             shared: Shared {
@@ -342,6 +355,7 @@ impl<K, S> KeyedBuilder<K, S> {
                 }),
             },
             clock,
+            origin,
         })
     }
 }
@@ -395,6 +409,8 @@ pub struct KeyedLimiter<K, C = MonotonicClock, S = KeyHasher> {
     maps: Maps<K, S>,
     shared: Shared,
     clock: C,
+    /// Where the map's time starts: every key's limiter, and every sweep, counts from it.
+    origin: Origin,
 }
 
 /// What every map type's request path reads besides its map.
@@ -646,7 +662,7 @@ where
         plan: &Quota,
         quota: Quota,
     ) -> Result<(), QuotaError> {
-        let now = || self.clock.now_nanos();
+        let now = || self.now();
         match &self.maps {
             Maps::LiveTokenBucket(m) => m.set_quota::<PLANT>(plan, quota, now),
             Maps::LiveFixedWindow(m) => m.set_quota::<PLANT>(plan, quota, now),
@@ -729,7 +745,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
-        let now = self.clock.now_nanos();
+        let now = self.now();
         with_map!(&self.maps, m => m.sweep(&self.shared, now))
     }
 
@@ -762,7 +778,22 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota, &m.map.guard()))
+        with_map!(&self.maps, m => m.acquire(&self.shared, &self.time(), key, n, quota, &m.map.guard()))
+    }
+
+    /// The map's clock read in the map's time (ns since its origin), for the request path.
+    #[inline(always)]
+    fn time(&self) -> Since<'_, C> {
+        Since {
+            clock: &self.clock,
+            origin: self.origin,
+        }
+    }
+
+    /// The clock's now in the map's time.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
     }
 
     /// Pins the map for a batch of requests on this thread: the requests of the returned
@@ -879,7 +910,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let l = self.limiter;
-        with_map!(&l.maps, m => m.acquire(&l.shared, &l.clock, key, n, quota, &self.guard))
+        with_map!(&l.maps, m => m.acquire(&l.shared, &l.time(), key, n, quota, &self.guard))
     }
 }
 
