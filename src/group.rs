@@ -64,7 +64,14 @@
 //!   the clock is still before the charge's `tat`; past it, it gives nothing back (at most `n`
 //!   tokens lost, only by a thread delayed for the whole span of its charge). This second
 //!   clock read happens only on this race path. It assumes the clock does not step back
-//!   across threads (the manual clock; the monotonic clock up to its 8 µs).
+//!   across threads (the manual clock; the monotonic clock up to its 8 µs): a reading that
+//!   happens after another thread's may be up to the clock's `max_skew_nanos` earlier, so a
+//!   comparison that must not hand out refilled tokens has to allow that margin.
+//!
+//! # Time
+//!
+//! Each member counts from its own origin (see [`Member`]), copied into every group over it:
+//! a check reads the clock once and decides member `i` at that reading less its origin.
 //!
 //! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
 //! catches two planted rollbacks (a bucket's that restores the replaced word even when others
@@ -99,8 +106,10 @@ enum Rule {
 /// without a clock (the group reads one clock for all its members).
 ///
 /// Share a member between groups with an `Arc` (a global limit that every client's group
-/// includes); every group that shares a member must read clones of one clock, since a member
-/// counts time from that clock's zero.
+/// includes); every group that shares a member must read clones of one clock. A member counts
+/// time from its own origin: the clock's reading when the first group over it was made,
+/// aligned down to its window (slot) length, so that windows stay aligned to the clock's zero;
+/// later groups over it count from the same origin.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -417,3 +417,93 @@ fn a_sweep_past_the_horizon_hands_out_no_fresh_limit() {
     a_used_key_is_not_swept_fresh_past_the_horizon(UNIX_NOW, 5_000_000_000);
     a_used_key_is_not_swept_fresh_past_the_horizon(UNIX_NOW, 1 << 60);
 }
+
+std::thread_local! {
+    /// Whether this thread reads the [`Lagging`] clock behind the others.
+    static BEHIND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How far a lagging thread's readings are behind: within the skew the clock declares.
+const LAG: u64 = 8_000;
+
+/// A user clock whose readings on some threads are `LAG` earlier than on the others (as
+/// cores whose counters disagree), and which declares it.
+#[derive(Clone, Debug, Default)]
+struct Lagging(ManualClock);
+
+impl Clock for Lagging {
+    fn now_nanos(&self) -> u64 {
+        let t = self.0.now_nanos();
+        if BEHIND.with(|b| b.get()) {
+            t.saturating_sub(LAG)
+        } else {
+            t
+        }
+    }
+    fn max_skew_nanos(&self) -> u64 {
+        LAG
+    }
+}
+
+/// `n` unit requests for `key` on a thread that reads the clock behind, ordered after
+/// everything the caller did before (spawn and join).
+fn on_a_lagging_thread(l: &KeyedLimiter<u8, Lagging>, key: u8, n: u64) -> usize {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            BEHIND.with(|b| b.set(true));
+            (0..n).filter(|_| l.try_acquire(&key).is_allowed()).count()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+#[test]
+fn a_sweep_ahead_of_a_lagging_thread_hands_it_no_fresh_limit() {
+    let quota = Quota::per_second(3).unwrap();
+    let maps: [(Algorithm, bool); 6] = [
+        (Algorithm::TokenBucket, false),
+        (Algorithm::FixedWindow, false),
+        (Algorithm::SlidingWindow, false),
+        (Algorithm::SlidingLog, false),
+        (Algorithm::TokenBucket, true),
+        (Algorithm::FixedWindow, true),
+    ];
+    for (algorithm, live) in maps {
+        // A key drained at 0 is full again at 1 s (the sliding window: when slot 9 of
+        // 125 ms begins); the sweeping thread reads 500 ns past that, the lagging one not.
+        let fresh_at = if algorithm == Algorithm::SlidingWindow {
+            1_125_000_000
+        } else {
+            1_000_000_000
+        };
+        let run = |sweep: u8| {
+            let clock = Lagging::default();
+            let mut b = KeyedLimiter::<u8>::builder(algorithm, quota)
+                .max_keys(NonZeroUsize::new(1).unwrap(), WhenFull::Deny);
+            if live {
+                b = b.live();
+            }
+            let l = b.build_with_clock(clock.clone()).unwrap();
+            clock.0.set(Duration::from_nanos(LAG));
+            assert_eq!(on_a_lagging_thread(&l, 1, 3), 3);
+            clock.0.set(Duration::from_nanos(fresh_at + 500));
+            match sweep {
+                1 => {
+                    let _ = l.evict_idle();
+                }
+                // A new key finds the bounded map full and sweeps it.
+                2 => assert!(!l.try_acquire(&2).is_allowed()),
+                _ => {}
+            }
+            on_a_lagging_thread(&l, 1, 3)
+        };
+        let unswept = run(0);
+        assert_eq!(run(1), unswept, "{algorithm:?} (live: {live}), evict_idle");
+        assert_eq!(
+            run(2),
+            unswept,
+            "{algorithm:?} (live: {live}), a full map's sweep"
+        );
+    }
+}
