@@ -13,7 +13,6 @@
 //! never panics and never hands out capacity it did not have (see each algorithm's "time going
 //! backwards"); a reading before its origin reads as the origin.
 
-use crate::quota::HORIZON;
 #[cfg(feature = "std")]
 use crate::sync::Arc;
 use crate::sync::{AtomicU64, Ordering};
@@ -108,16 +107,11 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
 /// of the limiter's grain (a window's or slot's length, so windows keep their alignment to the
 /// clock's zero; 1 ns for the token bucket and the log).
 ///
-/// Every limiter counts `reading - origin`, clamped to `0..=HORIZON`, so its horizon (2^58 ns)
-/// runs from its own start whatever the clock's zero (a clock over `SystemTime` reads about
-/// 2^60 ns today). A reading before the origin (a clock stepped back past the start) reads as
-/// the origin itself: time stands still until the clock is back, and nothing wraps. A clock
-/// that reads 0 at construction gets the origin 0, and every reading below the horizon is
-/// unchanged.
-///
-/// The origin is at most `u64::MAX - HORIZON` (a clock made within 9 years of its own wrap
-/// starts its limiters a little later), so that a reading before it, subtracted with
-/// wrapping, lands above the horizon and is told apart from one past it.
+/// Every limiter counts `reading - origin`, saturating at zero, so its horizon (2^58 ns) runs
+/// from its own start whatever the clock's zero (a clock over `SystemTime` reads about 2^60
+/// ns today). A reading before the origin (a clock stepped back past the start) reads as the
+/// origin itself: time stands still until the clock is back, and nothing wraps. A clock that
+/// reads 0 at construction gets the origin 0, and every reading is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Origin(u64);
 
@@ -129,9 +123,12 @@ impl Origin {
 
     /// The origin for a first reading `reading`, aligned down to `grain` ns (at least 1).
     pub(crate) fn at(reading: u64, grain: u64) -> Origin {
-        let reading = reading.min(u64::MAX - HORIZON);
         Origin(reading - reading % grain.max(1))
     }
+
+    /// The clock's zero itself (a model that wants the raw reading).
+    #[cfg(tollgate_loom)]
+    pub(crate) const ZERO: Origin = Origin(0);
 
     /// The clock reading this origin stands at.
     #[cfg(feature = "std")]
@@ -139,22 +136,10 @@ impl Origin {
         self.0
     }
 
-    /// A clock reading in the limiter's time: ns since the origin, 0 before it, and the
-    /// horizon past it. One subtraction and one compare on the common path (a reading within
-    /// the horizon), and every later clamp at the horizon folds away: the result is known to
-    /// be at most `HORIZON`.
+    /// A clock reading in the limiter's time: ns since the origin, 0 before it.
     #[inline(always)]
     pub(crate) fn since(self, reading: u64) -> u64 {
-        // Wrapping: a reading before the origin wraps to at least `2^64 - origin`, above the
-        // horizon since the origin is at most `u64::MAX - HORIZON` (see `Origin::at`).
-        let t = reading.wrapping_sub(self.0);
-        if t <= HORIZON {
-            t
-        } else if reading < self.0 {
-            0
-        } else {
-            HORIZON
-        }
+        reading.saturating_sub(self.0)
     }
 
     /// `clock`'s now in the limiter's time.

@@ -81,7 +81,6 @@ impl<C: Clock> MutexSlidingLog<C> {
 impl<C: Clock> MutexSlidingLog<C> {
     /// The clock's now in the twin's time: ns since its origin, standing still past the
     /// horizon.
-    #[inline]
     fn now(&self) -> u64 {
         clamp(self.origin.now(&self.clock))
     }

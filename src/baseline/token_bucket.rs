@@ -75,7 +75,6 @@ impl<C: Clock> MutexTokenBucket<C> {
 impl<C: Clock> MutexTokenBucket<C> {
     /// The clock's now in the twin's time: ns since its origin, standing still past the
     /// horizon.
-    #[inline]
     fn now(&self) -> u64 {
         clamp(self.origin.now(&self.clock))
     }
