@@ -68,10 +68,10 @@ impl<C: Clock> MutexFixedWindow<C> {
 }
 
 impl<C: Clock> MutexFixedWindow<C> {
-    /// The clock's now in the twin's time: ns since its origin, standing still past the
-    /// horizon.
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
     fn now(&self) -> u64 {
-        clamp(self.origin.now(&self.clock))
+        self.origin.now(&self.clock)
     }
 }
 
@@ -103,9 +103,12 @@ impl<C: Clock> Limiter for MutexFixedWindow<C> {
 impl<C> MutexFixedWindow<C> {
     /// One request of cost `n` at `now_ns` on the locked state `c`.
     fn answer(&self, c: &mut Counter, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         // A later window starts from zero; an earlier one (time went back) counts against the
         // stored one. Only an admission changes the fields.
-        let window = (clamp(now_ns) / self.period).max(c.window);
+        let window = (now_ns / self.period).max(c.window);
         let count = if window == c.window { c.count } else { 0 };
         let ends = (window + 1) * self.period;
         let until_reset = |count: u64| {

@@ -79,10 +79,10 @@ impl<C: Clock> MutexSlidingLog<C> {
 }
 
 impl<C: Clock> MutexSlidingLog<C> {
-    /// The clock's now in the twin's time: ns since its origin, standing still past the
-    /// horizon.
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
     fn now(&self) -> u64 {
-        clamp(self.origin.now(&self.clock))
+        self.origin.now(&self.clock)
     }
 }
 
@@ -103,9 +103,12 @@ impl<C: Clock> Limiter for MutexSlidingLog<C> {
 impl<C> MutexSlidingLog<C> {
     /// One request of cost `n` at `now_ns` on the locked state `times`.
     fn answer(&self, times: &mut VecDeque<u64>, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         let newest = times.back().copied();
         // Time stands still until the clock passes the newest admission.
-        let now = clamp(now_ns).max(newest.unwrap_or(0));
+        let now = now_ns.max(newest.unwrap_or(0));
         // Times are recorded in order: those still in the window are a suffix.
         let first_in = times.partition_point(|&t| now - t >= self.period);
         let in_window = (times.len() - first_in) as u64;

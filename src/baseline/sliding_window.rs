@@ -87,10 +87,10 @@ impl<C: Clock> MutexSlidingWindow<C> {
 }
 
 impl<C: Clock> MutexSlidingWindow<C> {
-    /// The clock's now in the twin's time: ns since its origin, standing still past the
-    /// horizon.
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
     fn now(&self) -> u64 {
-        clamp(self.origin.now(&self.clock))
+        self.origin.now(&self.clock)
     }
 }
 
@@ -125,9 +125,12 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
 impl<C> MutexSlidingWindow<C> {
     /// One request of cost `n` at `now_ns` on the locked state `slots`.
     fn answer(&self, slots: &mut VecDeque<(u64, u64)>, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         // Time stands still until the clock passes the newest slot.
         let newest = slots.back().map_or(0, |&(e, _)| e);
-        let cur = (clamp(now_ns) / self.slot_len).max(newest);
+        let cur = (now_ns / self.slot_len).max(newest);
         let count_at = |slots: &VecDeque<(u64, u64)>, at: u64| -> u64 {
             slots
                 .iter()
