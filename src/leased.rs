@@ -850,7 +850,7 @@ impl<C: Clock + fmt::Debug + 'static> fmt::Debug for Leased<C> {
 pub mod loom_model {
     use super::{Holder, Lease, Planted, Shared};
     use crate::algo::token_bucket::TokenBucket;
-    use crate::clock::{Clock, ManualClock};
+    use crate::clock::ManualClock;
     use crate::decision::Decision;
     use crate::quota::{Quota, HORIZON};
     use crate::sync::Ordering;
@@ -885,7 +885,6 @@ pub mod loom_model {
     /// A leased bucket on a manual clock, with an optional planted bug.
     pub struct LeaseModel {
         shared: Shared<ManualClock>,
-        clock: ManualClock,
     }
 
     impl LeaseModel {
@@ -898,10 +897,9 @@ pub mod loom_model {
             clock: ManualClock,
             planted: Planted,
         ) -> Self {
-            let mut shared =
-                Shared::new(TokenBucket::with_clock(quota, clock.clone()), lease, share);
+            let mut shared = Shared::new(TokenBucket::with_clock(quota, clock), lease, share);
             shared.planted = planted;
-            LeaseModel { shared, clock }
+            LeaseModel { shared }
         }
 
         /// One request through `h`.

@@ -9,13 +9,29 @@ use tollgate::{FixedWindow, Limiter, ManualClock, Quota, SlidingLog, SlidingWind
 
 use crate::invariants::{Bound, Ledger};
 use crate::model::{FixedWindowModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel};
-use crate::{decode, Op, Outcome};
+use crate::{clock_offset, decode, Op, Outcome};
+
+/// A duration in ns (a validated period fits).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("a period fits")
+}
 
 /// The largest limit the sliding-log target builds: the log and its twin hold `limit`
 /// entries, and the twin records a cost of `n` one entry at a time.
 pub const MAX_LOG_LIMIT: u64 = 1 << 12;
 
-/// Runs one decoded stream against a limiter, its twin and a model.
+/// The same limiter and twin again, on a clock whose zero is `offset` ns before their start
+/// (see [`crate::clock_offset`]).
+struct Shifted<'a> {
+    clock: &'a ManualClock,
+    offset: u64,
+    lock_free: &'a dyn Limiter,
+    twin: &'a dyn Limiter,
+}
+
+/// Runs one decoded stream against a limiter, its twin and a model; and against the shifted
+/// copies, whose every decision must be the first limiter's.
+#[allow(clippy::too_many_arguments)]
 fn drive(
     quota: &Quota,
     ops: &[Op],
@@ -24,9 +40,13 @@ fn drive(
     twin: &dyn Limiter,
     mut model: impl FnMut(u64, u64) -> Outcome,
     bound: Bound,
+    shifted: &Shifted<'_>,
 ) {
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
     let mut now: u64 = 0;
+    // How far the last steps back went below the start (the first clock saturates at 0; the
+    // shifted one reads that much before its origin, which must read as the origin).
+    let mut under: u64 = 0;
     let mut ledger = Ledger::new(bound, quota);
     // The last request: when, its cost and decision, for the retry probes.
     let mut last: Option<(u64, u64, Outcome)> = None;
@@ -34,10 +54,13 @@ fn drive(
         let (from, wait, n, must_pass) = match op {
             Op::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
+                under = 0;
                 continue;
             }
             Op::StepBack(span) => {
-                now = now.saturating_sub(span.nanos(period_ns));
+                let back = span.nanos(period_ns);
+                under = under.saturating_add(back.saturating_sub(now));
+                now = now.saturating_sub(back);
                 continue;
             }
             Op::Acquire(cost) => (now, 0, cost.units(), None),
@@ -66,10 +89,31 @@ fn drive(
         };
         // A retry probe waits from the instant of the denial it probes, whatever the clock
         // did since (no request came in between: it is the last one).
+        if wait > 0 {
+            under = 0;
+        }
         now = from.saturating_add(wait);
         clock.set(Duration::from_nanos(now));
+        let reading = if now == 0 {
+            shifted.offset.saturating_sub(under)
+        } else {
+            shifted.offset.saturating_add(now)
+        };
+        shifted.clock.set(Duration::from_nanos(reading));
         let got = Outcome::from(lock_free.try_acquire_n(n));
         let twin_got = Outcome::from(twin.try_acquire_n(n));
+        let shifted_got = Outcome::from(shifted.lock_free.try_acquire_n(n));
+        let shifted_twin = Outcome::from(shifted.twin.try_acquire_n(n));
+        assert_eq!(
+            got, shifted_got,
+            "step {step}: {n} units at {now} ns, and on a clock whose zero is {} ns earlier",
+            shifted.offset
+        );
+        assert_eq!(
+            twin_got, shifted_twin,
+            "step {step}: twin, {n} units at {now} ns, on a clock whose zero is {} ns earlier",
+            shifted.offset
+        );
         let expected = model(now, n);
         assert_eq!(
             got, twin_got,
@@ -121,7 +165,7 @@ fn capacity(quota: &Quota, bound: Bound) -> u64 {
 }
 
 macro_rules! target {
-    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident| $body:block) => {
+    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident, $shifted:ident, $data:ident| $body:block) => {
         $(#[$doc])*
         pub mod $name {
             use super::*;
@@ -133,6 +177,8 @@ macro_rules! target {
                 let Some($quota) = spec.build() else { return };
                 let $slots = spec.slots();
                 let $clock = ManualClock::new();
+                let $shifted = ManualClock::new();
+                let $data = data;
                 $body
             }
         }
@@ -142,22 +188,37 @@ macro_rules! target {
 target!(
     /// `TokenBucket` vs `MutexTokenBucket` vs [`TokenBucketModel`]; bound: burst + rate × time.
     token_bucket,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         let lock_free = TokenBucket::with_clock(quota, clock.clone());
         let twin = MutexTokenBucket::with_clock(quota, clock.clone());
+        let offset = clock_offset(data, 1);
+        far.set(Duration::from_nanos(offset));
+        let (far_lock_free, far_twin) = (
+            TokenBucket::with_clock(quota, far.clone()),
+            MutexTokenBucket::with_clock(quota, far.clone()),
+        );
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let mut model = TokenBucketModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Bucket);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Bucket, &shifted);
     }
 );
 
 target!(
     /// `FixedWindow` vs `MutexFixedWindow` vs [`FixedWindowModel`]; bound: limit per window.
     fixed_window,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         let lock_free = FixedWindow::with_clock(quota, clock.clone());
         let twin = MutexFixedWindow::with_clock(quota, clock.clone());
+        // Windows align to the clock's zero: an offset of whole periods.
+        let offset = clock_offset(data, nanos(quota.period()));
+        far.set(Duration::from_nanos(offset));
+        let (far_lock_free, far_twin) = (
+            FixedWindow::with_clock(quota, far.clone()),
+            MutexFixedWindow::with_clock(quota, far.clone()),
+        );
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let mut model = FixedWindowModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Aligned);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Aligned, &shifted);
     }
 );
 
@@ -165,13 +226,23 @@ target!(
     /// `SlidingWindow` (1 to 4096 slots) vs `MutexSlidingWindow` vs [`SlidingWindowModel`];
     /// bound: limit in any period.
     sliding_window,
-    |quota, slots, clock, ops| {
+    |quota, slots, clock, ops, far, data| {
         let built = SlidingWindow::try_with_slots(quota, slots, clock.clone());
         let twin_built = MutexSlidingWindow::try_with_slots(quota, slots, clock.clone());
         assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
         let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
+        // Slots align to the clock's zero: an offset of whole slots.
+        let offset = clock_offset(data, nanos(quota.period()).div_ceil(u64::from(slots)));
+        far.set(Duration::from_nanos(offset));
+        let (Ok(far_lock_free), Ok(far_twin)) = (
+            SlidingWindow::try_with_slots(quota, slots, far.clone()),
+            MutexSlidingWindow::try_with_slots(quota, slots, far.clone()),
+        ) else {
+            unreachable!("the same quota and slots")
+        };
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let mut model = SlidingWindowModel::new(&quota, slots);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding, &shifted);
     }
 );
 
@@ -179,13 +250,18 @@ target!(
     /// `SlidingLog` vs `MutexSlidingLog` vs [`SlidingLogModel`] (limits up to
     /// [`MAX_LOG_LIMIT`]); bound: limit in any period.
     sliding_log,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         if quota.limit() > MAX_LOG_LIMIT {
             return;
         }
         let lock_free = SlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
         let twin = MutexSlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
+        let offset = clock_offset(data, 1);
+        far.set(Duration::from_nanos(offset));
+        let far_lock_free = SlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
+        let far_twin = MutexSlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let mut model = SlidingLogModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding);
+        drive(&quota, &ops, &clock, &lock_free, &twin, |t, n| model.acquire(t, n), Bound::Sliding, &shifted);
     }
 );

@@ -1,4 +1,6 @@
 //! Fixed window: windows `[k·period, (k+1)·period)` from the clock's zero, one counter each.
+//! (The limiter counts from its origin, its first reading rounded down to a multiple of the
+//! period, so its window `k` is the clock's window `k + origin / period`.)
 //!
 //! # State word
 //!
