@@ -7,8 +7,11 @@
 //! | [`ManualClock`]    | a shared counter moved by the caller    | ~1 ns     | only when `set` says so |
 //!
 //! Time is a `u64` of nanoseconds since the clock's zero (its creation for the first two,
-//! zero for the manual clock). Every limiter survives a clock that steps back: it never panics
-//! and never hands out capacity it did not have (see each algorithm's "time going backwards").
+//! zero for the manual clock). A limiter counts from its own start, not from the clock's zero:
+//! its first reading (aligned down to its window or slot length) is its origin, and its
+//! horizon of 2^58 ns runs from there. Every limiter survives a clock that steps back: it
+//! never panics and never hands out capacity it did not have (see each algorithm's "time going
+//! backwards"); a reading before its origin reads as the origin.
 
 #[cfg(feature = "std")]
 use crate::sync::Arc;
@@ -18,8 +21,17 @@ use core::time::Duration;
 /// A source of time for limiters: nanoseconds since the clock's own zero.
 ///
 /// Implement it to drive limiters from your own time source (a runtime's cached clock, a
-/// simulation). Readings should not go backwards; if they do, limiters stay safe (no panic,
+/// simulation, `SystemTime`). The zero can be anywhere: a limiter takes its first reading as
+/// its own origin and counts `reading - origin` from then on, so its horizon (2^58 ns, about
+/// 9.1 years, past which time stands still for it) runs from the limiter's start, and a clock
+/// in ns since 1970 behaves exactly as one started with the limiter. Window limiters align
+/// their origin down to a multiple of their window (or slot) length, so windows stay
+/// `[k·period, (k+1)·period)` of the clock's own time. Readings should not go backwards; if
+/// they do (even before the origin, which reads as the origin), limiters stay safe (no panic,
 /// no extra admissions) but may deny early.
+///
+/// A keyed map's sweep compares its reading with those of requests on other threads: see
+/// [`Clock::max_skew_nanos`] for what a clock whose threads disagree must declare.
 ///
 /// ```
 /// use tollgate::Clock;
@@ -32,7 +44,8 @@ use core::time::Duration;
 /// assert_eq!(OneSecond.now().as_secs(), 1);
 /// ```
 pub trait Clock: Send + Sync {
-    /// Nanoseconds since this clock's zero.
+    /// Nanoseconds since this clock's zero (wherever that is: limiters count from their own
+    /// first reading).
     fn now_nanos(&self) -> u64;
 
     /// The same reading as a [`Duration`].
@@ -46,12 +59,34 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.now_nanos())
     }
+
+    /// How much earlier than another thread's reading a reading may be that happens after it
+    /// (the other thread reads, then synchronizes with this one, which then reads): 0, the
+    /// default, for a clock whose readings never go back in that order ([`ManualClock`] moved
+    /// forward, [`CoarseClock`]); 8,192 ns for [`MonotonicClock`], whose cores' counters may
+    /// disagree by that much. A clock whose readings on different threads disagree must say by
+    /// how much: a keyed map's sweep judges keys idle at its reading less this margin, so that
+    /// a request redone on another thread right after the sweep, at a reading up to this much
+    /// earlier, finds the new limiter no fuller than the evicted one was then.
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, MonotonicClock};
+    /// assert_eq!(ManualClock::new().max_skew_nanos(), 0);
+    /// assert_eq!(MonotonicClock::new().max_skew_nanos(), 8_192);
+    /// ```
+    fn max_skew_nanos(&self) -> u64 {
+        0
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+
+    fn max_skew_nanos(&self) -> u64 {
+        (**self).max_skew_nanos()
     }
 }
 
@@ -61,6 +96,75 @@ impl<C: Clock + ?Sized> Clock for alloc::sync::Arc<C> {
     #[inline]
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+
+    fn max_skew_nanos(&self) -> u64 {
+        (**self).max_skew_nanos()
+    }
+}
+
+/// Where a limiter's time starts: the first reading of its clock, rounded down to a multiple
+/// of the limiter's grain (a window's or slot's length, so windows keep their alignment to the
+/// clock's zero; 1 ns for the token bucket and the log).
+///
+/// Every limiter counts `reading - origin`, saturating at zero, so its horizon (2^58 ns) runs
+/// from its own start whatever the clock's zero (a clock over `SystemTime` reads about 2^60
+/// ns today). A reading before the origin (a clock stepped back past the start) reads as the
+/// origin itself: time stands still until the clock is back, and nothing wraps. A clock that
+/// reads 0 at construction gets the origin 0, and every reading is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Origin(u64);
+
+impl Origin {
+    /// The origin of a limiter made now on `clock`, aligned down to `grain` ns (at least 1).
+    pub(crate) fn of<C: Clock + ?Sized>(clock: &C, grain: u64) -> Origin {
+        Origin::at(clock.now_nanos(), grain)
+    }
+
+    /// The origin for a first reading `reading`, aligned down to `grain` ns (at least 1).
+    pub(crate) fn at(reading: u64, grain: u64) -> Origin {
+        Origin(reading - reading % grain.max(1))
+    }
+
+    /// The clock's zero itself (a model that wants the raw reading).
+    #[cfg(tollgate_loom)]
+    pub(crate) const ZERO: Origin = Origin(0);
+
+    /// The clock reading this origin stands at.
+    #[cfg(feature = "std")]
+    pub(crate) fn nanos(self) -> u64 {
+        self.0
+    }
+
+    /// A clock reading in the limiter's time: ns since the origin, 0 before it.
+    #[inline(always)]
+    pub(crate) fn since(self, reading: u64) -> u64 {
+        reading.saturating_sub(self.0)
+    }
+
+    /// `clock`'s now in the limiter's time.
+    #[inline(always)]
+    pub(crate) fn now<C: Clock + ?Sized>(self, clock: &C) -> u64 {
+        self.since(clock.now_nanos())
+    }
+}
+
+/// A clock read from an origin: what code that takes a [`Clock`] (a keyed map's request path,
+/// a group's rollback) reads in a limiter's own time.
+#[derive(Debug)]
+pub(crate) struct Since<'a, C: ?Sized> {
+    pub(crate) clock: &'a C,
+    pub(crate) origin: Origin,
+}
+
+impl<C: Clock + ?Sized> Clock for Since<'_, C> {
+    #[inline(always)]
+    fn now_nanos(&self) -> u64 {
+        self.origin.now(self.clock)
+    }
+
+    fn max_skew_nanos(&self) -> u64 {
+        self.clock.max_skew_nanos()
     }
 }
 
@@ -332,6 +436,12 @@ mod std_clocks {
                 None => behind(0),
             };
             inner.high_water.fix(scale_ticks(ticks, inner.per_tick))
+        }
+
+        /// A reading is at least the high-water mark, which is within the granule of every
+        /// earlier reading: one that happens after another is at most the granule earlier.
+        fn max_skew_nanos(&self) -> u64 {
+            PUBLISH_EVERY_NS
         }
     }
 

@@ -66,9 +66,15 @@
 //!   to a `tat` of 1 s instead of 1.9 s, then two more at 1.0 s: three in 0.1 s). At a frozen
 //!   instant the whole span is ahead of the reading, and the rollback is exact; once the
 //!   clock is past `wrote` it gives nothing back. This second clock read happens only on
-//!   this race path. It assumes a reading on this thread is not earlier than one it has
-//!   seen a charge of (the manual and coarse clocks; the monotonic clock up to its 8 µs,
-//!   where the rollback may give back up to 8 µs of tokens too many).
+//!   this race path. A reading on this thread may be up to the clock's `max_skew_nanos`
+//!   earlier than one it has seen a charge of (0 for the manual and coarse clocks, 8 µs for
+//!   the monotonic clock), so the rollback judges at its reading plus that margin: it may
+//!   keep up to that much of its charge, never give back a refilled part.
+//!
+//! # Time
+//!
+//! Each member counts from its own origin (see [`Member`]), copied into every group over it:
+//! a check reads the clock once and decides member `i` at that reading less its origin.
 //!
 //! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
 //! catches three planted rollbacks (a bucket's that restores the replaced word even when
@@ -84,7 +90,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::algo::sliding_window::{self, Geometry};
 use crate::algo::{count_mask, fixed_window, token_bucket};
-use crate::clock::Clock;
+use crate::clock::{Clock, Origin, Since};
 use crate::decision::Decision;
 use crate::limiter::Limiter;
 use crate::quota::{GcraParams, Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON};
@@ -104,8 +110,10 @@ enum Rule {
 /// without a clock (the group reads one clock for all its members).
 ///
 /// Share a member between groups with an `Arc` (a global limit that every client's group
-/// includes); every group that shares a member must read clones of one clock, since a member
-/// counts time from that clock's zero.
+/// includes); every group that shares a member must read clones of one clock. A member counts
+/// time from its own origin: the clock's reading when the first group over it was made,
+/// aligned down to its window (slot) length, so that windows stay aligned to the clock's zero;
+/// later groups over it count from the same origin.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -125,7 +133,14 @@ pub struct Member {
     /// other members.
     ring: Box<[AtomicU64]>,
     rule: Rule,
+    /// Where the member's time starts: the clock reading of the first group made over it,
+    /// aligned to its window (slot) length; [`UNSET`] until then. Set once (a
+    /// compare-exchange), then only read, by each group's constructor.
+    origin: AtomicU64,
 }
+
+/// A member's `origin` before any group was made over it.
+const UNSET: u64 = u64::MAX;
 
 impl fmt::Debug for Member {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -211,6 +226,7 @@ impl Member {
             word: CachePadded::new(AtomicU64::new(0)),
             ring: (0..g.ring_len()).map(|_| AtomicU64::new(0)).collect(),
             rule: Rule::Sliding(g),
+            origin: AtomicU64::new(UNSET),
         })
     }
 
@@ -219,7 +235,31 @@ impl Member {
             word: CachePadded::new(AtomicU64::new(0)),
             ring: Box::default(),
             rule,
+            origin: AtomicU64::new(UNSET),
         }
+    }
+
+    /// The member's origin: the one the first group over it set, else `reading` (the new
+    /// group's clock now) aligned to the member's window or slot length, which it sets.
+    fn origin_at(&self, reading: u64) -> Origin {
+        let grain = match &self.rule {
+            Rule::Bucket(_) => 1,
+            Rule::Window(p) => p.len,
+            Rule::Sliding(g) => g.p.len,
+        };
+        // Below `UNSET`: a clock that reads `u64::MAX` starts one ns earlier.
+        let mine = Origin::at(reading, grain).nanos().min(UNSET - 1);
+        // Relaxed (both): the origin is one value, set once; a racing constructor reads the
+        // winner's value from the failed compare-exchange. The member's word is not read here.
+        let set =
+            match self
+                .origin
+                .compare_exchange(UNSET, mine, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => mine,
+                Err(theirs) => theirs,
+            };
+        Origin::at(set, 1)
     }
 
     /// The member's word, for a decision on it.
@@ -335,7 +375,10 @@ impl Member {
                     cur.saturating_sub(n * p.interval)
                 }
                 Rule::Bucket(p) => {
-                    let now = clock.now_nanos().min(HORIZON) * u64::from(p.scale);
+                    // Judged at the reading plus the clock's cross-thread skew: a charge this
+                    // load sees may have read up to that much later than this reading.
+                    let at = clock.now_nanos().saturating_add(clock.max_skew_nanos());
+                    let now = at.min(HORIZON) * u64::from(p.scale);
                     // What the word still owes to this charge: the part of its span
                     // `[wrote − n·interval, wrote]` still ahead of now (a charge after it
                     // read no later than now, and built on at most that much of it).
@@ -443,6 +486,9 @@ impl std::error::Error for LimitsError {}
 pub struct Limits<C> {
     clock: C,
     members: Vec<Arc<Member>>,
+    /// Each member's origin (`Member::origin`), copied here once: member `i` decides at the
+    /// clock's reading less `origins[i]`.
+    origins: [Origin; MAX_MEMBERS],
     /// A planted broken rollback, for the loom models to catch.
     #[cfg(tollgate_loom)]
     plant: Plant,
@@ -535,6 +581,14 @@ impl<C: Clock> Limits<C> {
             0 => Err(LimitsError::Empty),
             n if n > MAX_MEMBERS => Err(LimitsError::TooMany { members: n }),
             _ => Ok(Limits {
+                origins: {
+                    let reading = clock.now_nanos();
+                    let mut origins = [Origin::at(0, 1); MAX_MEMBERS];
+                    for (o, m) in origins.iter_mut().zip(&members) {
+                        *o = m.origin_at(reading);
+                    }
+                    origins
+                },
                 clock,
                 members,
                 #[cfg(tollgate_loom)]
@@ -572,6 +626,7 @@ impl<C: Clock> Limits<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_explained(&self, n: u64) -> (Decision, usize) {
+        // One reading for every member, each counting it from its own origin.
         let now = self.clock.now_nanos();
         // Per member: the word peeked (then the word each charge replaced), and the word to
         // write (then the word written); bit `i` of `writes` says member `i` has one.
@@ -603,7 +658,7 @@ impl<C: Clock> Limits<C> {
                 Ordering::Release,
                 Ordering::Acquire,
             ) {
-                let (d, write) = m.decide(cur, now, n);
+                let (d, write) = m.decide(cur, self.origins[i].since(now), n);
                 match write {
                     Some(t) if d.is_allowed() => {
                         (seen[i], wrote[i]) = (cur, t);
@@ -638,7 +693,7 @@ impl<C: Clock> Limits<C> {
         for (i, m) in self.members.iter().enumerate() {
             // The member's own ordering (see `Member::load`).
             let word = m.load(self.plant());
-            let (d, write) = m.decide(word, now, n);
+            let (d, write) = m.decide(word, self.origins[i].since(now), n);
             denied |= !d.is_allowed();
             seen[i] = word;
             if let Some(w) = write {
@@ -696,7 +751,11 @@ impl<C: Clock> Limits<C> {
         let plant = self.plant();
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
             if writes & (1 << i) != 0 {
-                m.roll_back(&self.clock, replaced[i], wrote[i], n, plant);
+                let clock = Since {
+                    clock: &self.clock,
+                    origin: self.origins[i],
+                };
+                m.roll_back(&clock, replaced[i], wrote[i], n, plant);
             }
         }
     }
@@ -728,7 +787,8 @@ impl<C: Clock> Limiter for Limits<C> {
         let now = self.clock.now_nanos();
         self.members
             .iter()
-            .map(|m| m.refund(now, n))
+            .zip(&self.origins)
+            .map(|(m, o)| m.refund(o.since(now), n))
             .min()
             .unwrap_or(0)
     }

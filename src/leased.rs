@@ -420,12 +420,12 @@ impl<C: Clock> Shared<C> {
 
     #[inline]
     fn core(&self) -> &Core<Gcra> {
-        self.bucket.parts().0
+        self.bucket.core()
     }
 
     #[inline]
     fn now(&self) -> u64 {
-        self.bucket.parts().1.now_nanos()
+        self.bucket.now_ns()
     }
 
     /// The spend test: may `n` come out of a lease holding `left`?
@@ -852,7 +852,7 @@ fn parkable(lease: &Lease) -> u64 {
 }
 
 fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
-    let p = &bucket.parts().0.params;
+    let p = &bucket.core().params;
     p.tokens(p.capacity)
 }
 
@@ -885,7 +885,7 @@ impl<C: Clock + fmt::Debug + 'static> fmt::Debug for Leased<C> {
 pub mod loom_model {
     use super::{Holder, Lease, Planted, Shared};
     use crate::algo::token_bucket::TokenBucket;
-    use crate::clock::{Clock, ManualClock};
+    use crate::clock::ManualClock;
     use crate::decision::Decision;
     use crate::quota::{Quota, HORIZON};
     use crate::sync::Ordering;
@@ -924,7 +924,6 @@ pub mod loom_model {
     /// A leased bucket on a manual clock, with an optional planted bug.
     pub struct LeaseModel {
         shared: Shared<ManualClock>,
-        clock: ManualClock,
     }
 
     impl LeaseModel {
@@ -937,10 +936,9 @@ pub mod loom_model {
             clock: ManualClock,
             planted: Planted,
         ) -> Self {
-            let mut shared =
-                Shared::new(TokenBucket::with_clock(quota, clock.clone()), lease, share);
+            let mut shared = Shared::new(TokenBucket::with_clock(quota, clock), lease, share);
             shared.planted = planted;
-            LeaseModel { shared, clock }
+            LeaseModel { shared }
         }
 
         /// One request through `h`.
@@ -958,7 +956,7 @@ pub mod loom_model {
         /// The clock in the bucket's ticks.
         pub fn now_ticks(&self) -> u64 {
             let p = &self.shared.core().params;
-            self.clock.now_nanos().min(HORIZON) * u64::from(p.scale)
+            self.shared.now().min(HORIZON) * u64::from(p.scale)
         }
 
         /// Tokens in the bucket now.

@@ -2,7 +2,7 @@
 //! `RateLimiter`, the one public shape of the four lock-free limiters.
 
 use crate::algo::{Algo, AlwaysFits, Core};
-use crate::clock::Clock;
+use crate::clock::{Clock, Origin};
 use crate::quota::Quota;
 use crate::Decision;
 
@@ -151,18 +151,33 @@ pub enum DefaultClock {}
 pub struct RateLimiter<A: Algo, C = DefaultClock> {
     core: Core<A>,
     clock: C,
+    /// Where this limiter's time starts (its first reading, aligned to the algorithm's grain).
+    origin: Origin,
+}
+
+impl<A: Algo, C: Clock> RateLimiter<A, C> {
+    /// A limiter over `core` reading `clock`, its time counted from the clock's reading now.
+    pub(crate) fn from_core(core: Core<A>, clock: C) -> Self {
+        let origin = Origin::of(&clock, A::grain(&core.params));
+        RateLimiter {
+            core,
+            clock,
+            origin,
+        }
+    }
+
+    /// The clock's now in this limiter's time (ns since its origin).
+    #[inline(always)]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.origin.now(&self.clock)
+    }
 }
 
 impl<A: Algo, C> RateLimiter<A, C> {
-    /// A limiter over `core` reading `clock`.
-    pub(crate) fn from_core(core: Core<A>, clock: C) -> Self {
-        RateLimiter { core, clock }
-    }
-
-    /// The core and the clock, for limiters built on top of this one (`Leased`).
+    /// The core, for limiters built on top of this one (`Leased`).
     #[cfg(feature = "std")]
-    pub(crate) fn parts(&self) -> (&Core<A>, &C) {
-        (&self.core, &self.clock)
+    pub(crate) fn core(&self) -> &Core<A> {
+        &self.core
     }
 }
 
@@ -200,25 +215,15 @@ impl<A: AlwaysFits, C: Clock> RateLimiter<A, C> {
 impl<A: Algo, C: Clock> Limiter for RateLimiter<A, C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
-        self.core.acquire(self.clock.now_nanos(), n)
+        self.core.acquire(self.now_ns(), n)
     }
 
     #[inline]
     fn peek(&self, n: u64) -> Decision {
-        A::peek(
-            &self.core.state,
-            &self.core.params,
-            self.clock.now_nanos(),
-            n,
-        )
+        A::peek(&self.core.state, &self.core.params, self.now_ns(), n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        A::refund(
-            &self.core.state,
-            &self.core.params,
-            self.clock.now_nanos(),
-            n,
-        )
+        A::refund(&self.core.state, &self.core.params, self.now_ns(), n)
     }
 }

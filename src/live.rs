@@ -36,7 +36,7 @@
 use core::fmt;
 
 use crate::algo::{Algo, AlwaysFits};
-use crate::clock::Clock;
+use crate::clock::{Clock, Origin};
 use crate::decision::Decision;
 use crate::limiter::{DefaultClock, Limiter};
 use crate::quota::{Quota, QuotaError};
@@ -350,6 +350,9 @@ pub struct Live<A: Retune, C = DefaultClock> {
     /// The current quota, and the lock that makes one change at a time.
     writer: Mutex<Quota>,
     clock: C,
+    /// Where its time starts: its first reading, aligned to the algorithm's grain (a window's
+    /// length never changes, so neither does the alignment).
+    origin: Origin,
 }
 
 impl<A: Retune, C: fmt::Debug> fmt::Debug for Live<A, C> {
@@ -419,6 +422,7 @@ impl<A: Retune, C: Clock> Live<A, C> {
             state: A::live_state(&params)?,
             params: ParamCell::new(A::pack(&params)),
             writer: Mutex::new(quota),
+            origin: Origin::of(&clock, A::grain(&params)),
             clock,
         })
     }
@@ -457,7 +461,7 @@ impl<A: Retune, C: Clock> Live<A, C> {
             &self.params,
             &old,
             &new,
-            self.clock.now_nanos(),
+            self.origin.now(&self.clock),
         );
         *current = quota;
         Ok(())
@@ -466,7 +470,7 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// [`Limiter::try_acquire_n`] under a chosen protocol (the loom models plant defects).
     #[inline]
     fn acquire_planted<const PLANT: Plant>(&self, n: u64) -> Decision {
-        A::acquire_live::<PLANT>(&self.state, &self.params, self.clock.now_nanos(), n)
+        A::acquire_live::<PLANT>(&self.state, &self.params, self.origin.now(&self.clock), n)
     }
 }
 
@@ -500,11 +504,11 @@ impl<A: Retune, C: Clock> Limiter for Live<A, C> {
 
     #[inline]
     fn peek(&self, n: u64) -> Decision {
-        A::peek_live(&self.state, &self.params, self.clock.now_nanos(), n)
+        A::peek_live(&self.state, &self.params, self.origin.now(&self.clock), n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        A::refund_live(&self.state, &self.params, self.clock.now_nanos(), n)
+        A::refund_live(&self.state, &self.params, self.origin.now(&self.clock), n)
     }
 }
 

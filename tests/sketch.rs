@@ -123,7 +123,10 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
         let exact =
             KeyedLimiter::<u64, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
                 .unwrap();
-        let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = HashMap::new();
+        // Every key's shadow made with the sketch, on its origin (see the fuzz target).
+        let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
+            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
+            .collect();
         let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
         for i in 0..400 {
             step(&mut rng, &clock, period, back);

@@ -9,11 +9,25 @@ use tollgate::{FixedWindow, Limiter, ManualClock, Quota, SlidingLog, SlidingWind
 
 use crate::invariants::{Bound, Ledger};
 use crate::model::{FixedWindowModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel};
-use crate::{decode, Op, Outcome};
+use crate::{clock_offset, decode, Op, Outcome};
+
+/// A duration in ns (a validated period fits).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).expect("a period fits")
+}
 
 /// The largest limit the sliding-log target builds: the log and its twin hold `limit`
 /// entries, and the twin records a cost of `n` one entry at a time.
 pub const MAX_LOG_LIMIT: u64 = 1 << 12;
+
+/// The same limiter and twin again, on a clock whose zero is `offset` ns before their start
+/// (see [`crate::clock_offset`]).
+struct Shifted<'a> {
+    clock: &'a ManualClock,
+    offset: u64,
+    lock_free: &'a dyn Limiter,
+    twin: &'a dyn Limiter,
+}
 
 /// A reference model as the differential targets drive it.
 trait Reference {
@@ -69,16 +83,46 @@ struct Driven<'a, M> {
     model: M,
     bound: Bound,
     ledger: Ledger,
+    /// The same limiter and twin on a clock whose zero is far before their start.
+    shifted: &'a Shifted<'a>,
+    /// How far the last steps back went below the start (the first clock saturates at 0;
+    /// the shifted one reads that much before its origin, which must read as the origin).
+    under: u64,
 }
 
 impl<M: Reference> Driven<'_, M> {
+    /// Both clocks at `now` of the limiters' time.
+    fn set(&self, now: u64) {
+        self.clock.set(Duration::from_nanos(now));
+        let s = self.shifted;
+        let reading = if now == 0 {
+            s.offset.saturating_sub(self.under)
+        } else {
+            s.offset.saturating_add(now)
+        };
+        s.clock.set(Duration::from_nanos(reading));
+    }
+
     /// One request of `n` units at `now`, answered alike by all three and within what every
     /// decision promises; `must_pass` for a retry probe.
     fn acquire(&mut self, step: usize, now: u64, n: u64, must_pass: Option<bool>) -> Outcome {
         let quota = self.quota;
-        self.clock.set(Duration::from_nanos(now));
+        self.set(now);
         let got = Outcome::from(self.lock_free.try_acquire_n(n));
         let twin_got = Outcome::from(self.twin.try_acquire_n(n));
+        let s = self.shifted;
+        let shifted_got = Outcome::from(s.lock_free.try_acquire_n(n));
+        let shifted_twin = Outcome::from(s.twin.try_acquire_n(n));
+        assert_eq!(
+            got, shifted_got,
+            "step {step}: {n} units at {now} ns, and on a clock whose zero is {} ns earlier",
+            s.offset
+        );
+        assert_eq!(
+            twin_got, shifted_twin,
+            "step {step}: twin, {n} units at {now} ns, on a clock whose zero is {} ns earlier",
+            s.offset
+        );
         let expected = self.model.acquire(now, n);
         assert_eq!(
             got, twin_got,
@@ -121,9 +165,17 @@ impl<M: Reference> Driven<'_, M> {
 
     /// A refund of `n` units at `now`: all three give back the same, never beyond capacity.
     fn refund(&mut self, step: usize, now: u64, n: u64) {
-        self.clock.set(Duration::from_nanos(now));
+        self.set(now);
         let given = self.lock_free.refund(n);
         let twin_given = self.twin.refund(n);
+        let s = self.shifted;
+        let (shifted_given, shifted_twin) = (s.lock_free.refund(n), s.twin.refund(n));
+        assert_eq!(
+            (given, twin_given),
+            (shifted_given, shifted_twin),
+            "step {step}: refund of {n} units at {now} ns, and on a clock whose zero is {} ns earlier",
+            s.offset
+        );
         let expected = self.model.refund(now, n);
         assert_eq!(
             given, twin_given,
@@ -141,7 +193,9 @@ impl<M: Reference> Driven<'_, M> {
     }
 }
 
-/// Runs one decoded stream against a limiter, its twin and a model.
+/// Runs one decoded stream against a limiter, its twin and a model; and against the shifted
+/// copies, whose every decision must be the first limiter's.
+#[allow(clippy::too_many_arguments)]
 fn drive(
     quota: &Quota,
     ops: &[Op],
@@ -150,6 +204,7 @@ fn drive(
     twin: &dyn Limiter,
     model: impl Reference,
     bound: Bound,
+    shifted: &Shifted<'_>,
 ) {
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
     let mut now: u64 = 0;
@@ -161,6 +216,8 @@ fn drive(
         model,
         bound,
         ledger: Ledger::new(bound, quota),
+        shifted,
+        under: 0,
     };
     // The last request: when, its cost and decision, for the retry probes.
     let mut last: Option<(u64, u64, Outcome)> = None;
@@ -168,10 +225,13 @@ fn drive(
         let (from, wait, n, must_pass) = match op {
             Op::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
+                d.under = 0;
                 continue;
             }
             Op::StepBack(span) => {
-                now = now.saturating_sub(span.nanos(period_ns));
+                let back = span.nanos(period_ns);
+                d.under = d.under.saturating_add(back.saturating_sub(now));
+                now = now.saturating_sub(back);
                 continue;
             }
             Op::Refund(cost) => {
@@ -188,6 +248,9 @@ fn drive(
             } => {
                 let read = now;
                 now = now.saturating_add(by.nanos(period_ns));
+                if now > read {
+                    d.under = 0;
+                }
                 d.acquire(step, now, others.units(), None);
                 last = None;
                 if refund {
@@ -196,7 +259,7 @@ fn drive(
                     let n = cost.units();
                     last = Some((read, n, d.acquire(step, read, n, None)));
                 }
-                clock.set(Duration::from_nanos(now));
+                d.set(now);
                 continue;
             }
             Op::Acquire(cost) => (now, 0, cost.units(), None),
@@ -225,6 +288,9 @@ fn drive(
         };
         // A retry probe waits from the instant of the denial it probes, whatever the clock
         // did since (no request came in between: it is the last one).
+        if wait > 0 {
+            d.under = 0;
+        }
         now = from.saturating_add(wait);
         let got = d.acquire(step, now, n, must_pass);
         last = Some((now, n, got));
@@ -241,7 +307,7 @@ fn capacity(quota: &Quota, bound: Bound) -> u64 {
 }
 
 macro_rules! target {
-    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident| $body:block) => {
+    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident, $shifted:ident, $data:ident| $body:block) => {
         $(#[$doc])*
         pub mod $name {
             use super::*;
@@ -253,6 +319,8 @@ macro_rules! target {
                 let Some($quota) = spec.build() else { return };
                 let $slots = spec.slots();
                 let $clock = ManualClock::new();
+                let $shifted = ManualClock::new();
+                let $data = data;
                 $body
             }
         }
@@ -262,22 +330,37 @@ macro_rules! target {
 target!(
     /// `TokenBucket` vs `MutexTokenBucket` vs [`TokenBucketModel`]; bound: burst + rate × time.
     token_bucket,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         let lock_free = TokenBucket::with_clock(quota, clock.clone());
         let twin = MutexTokenBucket::with_clock(quota, clock.clone());
+        let offset = clock_offset(data, 1);
+        far.set(Duration::from_nanos(offset));
+        let (far_lock_free, far_twin) = (
+            TokenBucket::with_clock(quota, far.clone()),
+            MutexTokenBucket::with_clock(quota, far.clone()),
+        );
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let model = TokenBucketModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Bucket);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Bucket, &shifted);
     }
 );
 
 target!(
     /// `FixedWindow` vs `MutexFixedWindow` vs [`FixedWindowModel`]; bound: limit per window.
     fixed_window,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         let lock_free = FixedWindow::with_clock(quota, clock.clone());
         let twin = MutexFixedWindow::with_clock(quota, clock.clone());
+        // Windows align to the clock's zero: an offset of whole periods.
+        let offset = clock_offset(data, nanos(quota.period()));
+        far.set(Duration::from_nanos(offset));
+        let (far_lock_free, far_twin) = (
+            FixedWindow::with_clock(quota, far.clone()),
+            MutexFixedWindow::with_clock(quota, far.clone()),
+        );
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let model = FixedWindowModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Aligned);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Aligned, &shifted);
     }
 );
 
@@ -285,13 +368,23 @@ target!(
     /// `SlidingWindow` (1 to 4096 slots) vs `MutexSlidingWindow` vs [`SlidingWindowModel`];
     /// bound: limit in any period.
     sliding_window,
-    |quota, slots, clock, ops| {
+    |quota, slots, clock, ops, far, data| {
         let built = SlidingWindow::try_with_slots(quota, slots, clock.clone());
         let twin_built = MutexSlidingWindow::try_with_slots(quota, slots, clock.clone());
         assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
         let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
+        // Slots align to the clock's zero: an offset of whole slots.
+        let offset = clock_offset(data, nanos(quota.period()).div_ceil(u64::from(slots)));
+        far.set(Duration::from_nanos(offset));
+        let (Ok(far_lock_free), Ok(far_twin)) = (
+            SlidingWindow::try_with_slots(quota, slots, far.clone()),
+            MutexSlidingWindow::try_with_slots(quota, slots, far.clone()),
+        ) else {
+            unreachable!("the same quota and slots")
+        };
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let model = SlidingWindowModel::new(&quota, slots);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding, &shifted);
     }
 );
 
@@ -299,13 +392,18 @@ target!(
     /// `SlidingLog` vs `MutexSlidingLog` vs [`SlidingLogModel`] (limits up to
     /// [`MAX_LOG_LIMIT`]); bound: limit in any period.
     sliding_log,
-    |quota, _slots, clock, ops| {
+    |quota, _slots, clock, ops, far, data| {
         if quota.limit() > MAX_LOG_LIMIT {
             return;
         }
         let lock_free = SlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
         let twin = MutexSlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
+        let offset = clock_offset(data, 1);
+        far.set(Duration::from_nanos(offset));
+        let far_lock_free = SlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
+        let far_twin = MutexSlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
+        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let model = SlidingLogModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding);
+        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding, &shifted);
     }
 );

@@ -116,12 +116,38 @@ pub fn decode(data: &[u8]) -> Option<(KeyedSpec, Vec<KeyedOp>)> {
 }
 
 /// The mutex twin of `algorithm` under `quota`, or the error the keyed map gives for it.
+/// The map's clock as a key's twin reads it. A twin is made on its key's first request, but the
+/// map counts every key's time from its own start (the manual clock's 0 here): so the twin's
+/// first reading, the one that sets its origin, reads 0, and every later one the clock.
+#[derive(Debug)]
+struct FromMapStart {
+    clock: ManualClock,
+    started: std::sync::atomic::AtomicBool,
+}
+
+impl Clock for FromMapStart {
+    fn now_nanos(&self) -> u64 {
+        // Relaxed: one thread, a flag for the first reading only.
+        if self
+            .started
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.clock.now_nanos()
+        } else {
+            0
+        }
+    }
+}
+
 fn twin(
     algorithm: Algorithm,
     quota: Quota,
     clock: &ManualClock,
 ) -> Result<Box<dyn Limiter>, QuotaError> {
-    let clock = clock.clone();
+    let clock = FromMapStart {
+        clock: clock.clone(),
+        started: std::sync::atomic::AtomicBool::new(false),
+    };
     Ok(match algorithm {
         Algorithm::TokenBucket => Box::new(MutexTokenBucket::with_clock(quota, clock)),
         Algorithm::FixedWindow => Box::new(MutexFixedWindow::with_clock(quota, clock)),
@@ -377,7 +403,25 @@ pub fn run(data: &[u8]) {
     if spec.live {
         builder = builder.live();
     }
+    // The same map again on a clock whose zero is far before its start (an offset of whole
+    // windows or slots of the map's quota, which its windows align to): every answer equal.
+    let grain = match algorithm {
+        Algorithm::FixedWindow => nanos(quota.period()),
+        Algorithm::SlidingWindow => {
+            nanos(quota.period()).div_ceil(u64::from(tollgate::DEFAULT_SLOTS))
+        }
+        Algorithm::TokenBucket | Algorithm::SlidingLog => 1,
+    };
+    let offset = crate::clock_offset(data, grain);
+    let far_clock = ManualClock::new();
+    far_clock.set(Duration::from_nanos(offset));
+    let far = builder.clone().build_with_clock(far_clock.clone());
     let built = builder.build_with_clock(clock.clone());
+    assert_eq!(
+        far.as_ref().err(),
+        built.as_ref().err(),
+        "the far map's build"
+    );
     let live_model = LiveModel::new(algorithm, &quota);
     let twin_built = twin(algorithm, quota, &clock);
     let expected = match (spec.live, &live_model) {
@@ -390,7 +434,9 @@ pub fn run(data: &[u8]) {
         "{algorithm:?} map (live: {}) vs twin on {quota:?}",
         spec.live
     );
-    let Ok(keyed) = built else { return };
+    let (Ok(keyed), Ok(far)) = (built, far) else {
+        return;
+    };
     for plan in &plans {
         assert_eq!(
             keyed.check_quota(plan).err(),
@@ -415,10 +461,19 @@ pub fn run(data: &[u8]) {
             KeyedOp::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
                 clock.set(Duration::from_nanos(now));
+                far_clock.set(Duration::from_nanos(offset.saturating_add(now)));
             }
             KeyedOp::StepBack(span) => {
-                now = now.saturating_sub(span.nanos(period_ns));
+                let back = span.nanos(period_ns);
+                // Below the start, the far clock reads before its map's origin: as the origin.
+                let far_reading = if back > now {
+                    offset.saturating_sub(back - now)
+                } else {
+                    offset.saturating_add(now - back)
+                };
+                now = now.saturating_sub(back);
                 clock.set(Duration::from_nanos(now));
+                far_clock.set(Duration::from_nanos(far_reading));
             }
             KeyedOp::Acquire { key, cost } => {
                 let key = u64::from(key % KEYS);
@@ -428,6 +483,15 @@ pub fn run(data: &[u8]) {
                 } else {
                     keyed.try_acquire_n(&key, n)
                 };
+                let far_got = if n == 1 {
+                    far.try_acquire(&key)
+                } else {
+                    far.try_acquire_n(&key, n)
+                };
+                assert_eq!(
+                    got, far_got,
+                    "step {step}: key {key}, {n} units at {now} ns, far"
+                );
                 let expected = reference.acquire(key, n, quota);
                 assert_eq!(
                     Outcome::from(got),
@@ -442,6 +506,8 @@ pub fn run(data: &[u8]) {
                 let key = u64::from(key % KEYS);
                 let plan = plans[usize::from(plan) % plans.len()];
                 let got = keyed.try_acquire_with(&key, &plan);
+                let far_got = far.try_acquire_with(&key, &plan);
+                assert_eq!(got, far_got, "step {step}: key {key}, plan {plan:?}, far");
                 let expected = reference.acquire(key, 1, plan);
                 assert_eq!(
                     Outcome::from(got),
@@ -451,6 +517,11 @@ pub fn run(data: &[u8]) {
             }
             KeyedOp::EvictIdle => {
                 let evicted = keyed.evict_idle();
+                assert_eq!(
+                    evicted,
+                    far.evict_idle(),
+                    "step {step}: evicted at {now} ns, far"
+                );
                 let expected = reference.sweep();
                 assert_eq!(evicted, expected, "step {step}: evicted at {now} ns");
             }
@@ -468,6 +539,15 @@ pub fn run(data: &[u8]) {
                 } else {
                     keyed.set_plan_quota(&name, new)
                 };
+                let far_got = if which == 0 {
+                    far.set_quota(new)
+                } else {
+                    far.set_plan_quota(&name, new)
+                };
+                assert_eq!(
+                    got, far_got,
+                    "step {step}: {name:?} changed to {new:?}, far"
+                );
                 let expected = reference.set_quota(name, &new);
                 assert_eq!(
                     got, expected,
@@ -480,6 +560,11 @@ pub fn run(data: &[u8]) {
                 keys.sort_unstable();
                 for key in keys {
                     let got = Outcome::from(keyed.try_acquire_n(&key, 0));
+                    assert_eq!(
+                        got,
+                        Outcome::from(far.try_acquire_n(&key, 0)),
+                        "step {step}: far"
+                    );
                     let expected = reference
                         .keys
                         .get_mut(&key)
@@ -494,6 +579,7 @@ pub fn run(data: &[u8]) {
             }
         }
         assert_eq!(keyed.len(), reference.keys.len(), "step {step}: len");
+        assert_eq!(far.len(), keyed.len(), "step {step}: len, far");
         assert_eq!(
             keyed.is_empty(),
             reference.keys.is_empty(),

@@ -265,6 +265,35 @@ impl Outcome {
     }
 }
 
+/// Where a second copy of the limiters under test finds its clock's zero: far before its
+/// start, at a magnitude picked from a hash of the input (not decoded from it, so that the
+/// committed corpus keeps its meaning), and a multiple of `grain` (the window or slot length
+/// a window limiter aligns its start to). The copy's clock reads `offset + now` where the
+/// first copy's reads `now`: every decision must be the same, up to and past the horizon of
+/// the limiters' own time. At most `u64::MAX - HORIZON`, so that a saturated reading is past
+/// the horizon for both.
+///
+/// | hash % 4 | magnitude                                              |
+/// |----------|--------------------------------------------------------|
+/// | 0        | `SystemTime` now: 1.76 × 10^18 ns since 1970, and some |
+/// | 1        | just below 2^58 (the horizon as an absolute reading)   |
+/// | 2        | around 2^63 (a counter that has run for centuries)     |
+/// | 3        | anywhere up to `u64::MAX - HORIZON`                    |
+pub fn clock_offset(data: &[u8], grain: u64) -> u64 {
+    // FNV-1a: any spread will do.
+    let h = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let low = h >> 8;
+    let off = match h % 4 {
+        0 => 1_760_000_000_000_000_000 + low % (1 << 50),
+        1 => HORIZON - low % (1 << 40),
+        2 => (1 << 63) + low % (1 << 50),
+        _ => low % (u64::MAX - HORIZON),
+    };
+    off - off % grain.max(1)
+}
+
 /// Decodes a quota and up to [`MAX_OPS`] operations; `None` if the bytes run out before the
 /// quota is complete.
 pub fn decode(data: &[u8]) -> Option<(QuotaSpec, Vec<Op>)> {

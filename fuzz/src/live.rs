@@ -235,13 +235,15 @@ impl LiveModel for SlidingWindowModel {
     }
 }
 
-/// Runs the steps on `live` (made from `first` on `clock`) and on `model`.
+/// Runs the steps on `live` (made from `first` on `clock`, which read `offset` then) and on
+/// `model`, whose time is the limiter's own: ns since it was made.
 fn drive(
     live: &dyn LiveLimiter,
     mut model: impl LiveModel,
     first: Quota,
     ops: &[LiveOp],
     clock: &ManualClock,
+    offset: u64,
 ) {
     let mut quota = first;
     let mut now: u64 = 0;
@@ -250,11 +252,18 @@ fn drive(
         match op {
             LiveOp::Advance(span) => {
                 now = now.saturating_add(span.nanos(period_ns));
-                clock.set(Duration::from_nanos(now));
+                clock.set(Duration::from_nanos(offset.saturating_add(now)));
             }
             LiveOp::StepBack(span) => {
-                now = now.saturating_sub(span.nanos(period_ns));
-                clock.set(Duration::from_nanos(now));
+                let back = span.nanos(period_ns);
+                // Below the start the clock reads before the limiter's origin: as the origin.
+                let reading = if back > now {
+                    offset.saturating_sub(back - now)
+                } else {
+                    offset.saturating_add(now - back)
+                };
+                now = now.saturating_sub(back);
+                clock.set(Duration::from_nanos(reading));
             }
             LiveOp::Acquire(cost) => {
                 let n = cost.units();
@@ -319,21 +328,45 @@ pub fn run(data: &[u8]) {
     let Some(quota) = input.quota.build() else {
         return;
     };
-    let clock = ManualClock::new();
     let ops = &input.ops;
-    match input.kind {
-        LiveKind::TokenBucket => {
-            let live = LiveTokenBucket::with_clock(quota, clock.clone());
-            drive(&live, TokenBucketModel::live(&quota), quota, ops, &clock);
-        }
-        LiveKind::FixedWindow => {
-            let live = LiveFixedWindow::with_clock(quota, clock.clone());
-            drive(&live, FixedWindowModel::new(&quota), quota, ops, &clock);
-        }
-        LiveKind::SlidingWindow => {
-            let live = LiveSlidingWindow::with_clock(quota, clock.clone());
-            let model = SlidingWindowModel::new(&quota, DEFAULT_SLOTS);
-            drive(&live, model, quota, ops, &clock);
+    // Once on a clock that reads 0 when the limiter is made, once on a clock whose zero is
+    // far before (whole windows or slots: a live window's period never changes).
+    let grain = match input.kind {
+        LiveKind::TokenBucket => 1,
+        LiveKind::FixedWindow => nanos(quota.period()),
+        LiveKind::SlidingWindow => nanos(quota.period()).div_ceil(u64::from(DEFAULT_SLOTS)),
+    };
+    for offset in [0, crate::clock_offset(data, grain)] {
+        let clock = ManualClock::new();
+        clock.set(Duration::from_nanos(offset));
+        match input.kind {
+            LiveKind::TokenBucket => {
+                let live = LiveTokenBucket::with_clock(quota, clock.clone());
+                drive(
+                    &live,
+                    TokenBucketModel::live(&quota),
+                    quota,
+                    ops,
+                    &clock,
+                    offset,
+                );
+            }
+            LiveKind::FixedWindow => {
+                let live = LiveFixedWindow::with_clock(quota, clock.clone());
+                drive(
+                    &live,
+                    FixedWindowModel::new(&quota),
+                    quota,
+                    ops,
+                    &clock,
+                    offset,
+                );
+            }
+            LiveKind::SlidingWindow => {
+                let live = LiveSlidingWindow::with_clock(quota, clock.clone());
+                let model = SlidingWindowModel::new(&quota, DEFAULT_SLOTS);
+                drive(&live, model, quota, ops, &clock, offset);
+            }
         }
     }
 }

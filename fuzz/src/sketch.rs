@@ -173,7 +173,11 @@ pub fn run(data: &[u8]) {
     };
     let exact = KeyedLimiter::<u8, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
         .expect("a fixed window takes every quota");
-    let mut shadows: HashMap<u8, FixedWindow<ManualClock>> = HashMap::new();
+    // Every key's shadow made now, with the sketch: they share its origin (a limiter made later
+    // would count from its own first reading, and read a clock stepped back before it as that).
+    let mut shadows: HashMap<u8, FixedWindow<ManualClock>> = (0..KEYS)
+        .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
+        .collect();
     let mut two: HashMap<u8, TwoWindow> = HashMap::new();
     let mut tally: HashMap<u8, (u128, u128)> = HashMap::new();
     // Once the clock has stepped back, the exact map counts a request behind a key's window

@@ -1,4 +1,6 @@
 //! Fixed window: windows `[k·period, (k+1)·period)` from the clock's zero, one counter each.
+//! (The limiter counts from its origin, its first reading rounded down to a multiple of the
+//! period, so its window `k` is the clock's window `k + origin / period`.)
 //!
 //! # State word
 //!
@@ -51,7 +53,10 @@ use crate::sync::{AtomicU64, Ordering};
 #[inline]
 pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
     let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
-    let current = now_ns.min(HORIZON) / p.len;
+    // Clamped once, for the window and the durations alike: past the horizon time stands
+    // still, so a counted window never reads as over (and a swept key as fresh).
+    let now_ns = now_ns.min(HORIZON);
+    let current = now_ns / p.len;
     // A later window starts from zero; an earlier one (time went back) counts against the
     // stored window.
     let (window, count) = if current > stored {
@@ -114,6 +119,11 @@ impl Algo for Fixed {
 
     fn state(_: &WindowParams) -> Result<AtomicU64, QuotaError> {
         Ok(AtomicU64::new(0))
+    }
+
+    /// Windows are aligned to the clock's zero: the origin is a multiple of the period.
+    fn grain(p: &WindowParams) -> u64 {
+        p.len
     }
 
     /// The compare-exchange loop around [`decide`].

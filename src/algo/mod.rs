@@ -55,6 +55,13 @@ pub trait Algo {
     /// decision.
     fn peek(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
 
+    /// The length, in ns, a limiter's origin is aligned to (see `clock::Origin`): a window's
+    /// or slot's length, so that windows stay aligned to the clock's zero; 1 by default.
+    fn grain(params: &Self::Params) -> u64 {
+        let _ = params;
+        1
+    }
+
     /// Gives back up to `n` units at `now_ns` (see `Limiter::refund`); returns the whole
     /// units given back. The default gives back nothing.
     fn refund(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> u64 {

@@ -64,7 +64,10 @@ pub struct LogParams {
 pub fn decide(p: &LogParams, count: u64, time: impl Fn(u64) -> u64, now_ns: u64, n: u64) -> Step {
     let oldest = count.saturating_sub(p.limit);
     let newest = if count > 0 { time(count - 1) } else { 0 };
-    let now = now_ns.min(HORIZON).max(newest);
+    // Clamped once, for the window and the durations alike: past the horizon time stands
+    // still, so a live entry never reads as expired (and a swept key as fresh).
+    let now_ns = now_ns.min(HORIZON);
+    let now = now_ns.max(newest);
     // Entries are sorted: binary search for the first still in the window. (Saturating:
     // an optimistic read may see a torn, unsorted ring; the seqlock discards it.)
     let (mut lo, mut hi) = (oldest, count);

@@ -118,7 +118,10 @@ pub fn decide(
     let (p, k) = (&g.p, g.slots);
     let mask = count_mask(p.count_bits);
     let (head_epoch, head_count) = (head >> p.count_bits, head & mask);
-    let cur = (now_ns.min(HORIZON) / p.len).max(head_epoch);
+    // Clamped once, for the slots and the durations alike: past the horizon time stands
+    // still, so a counted slot never reads as expired (and a swept key as fresh).
+    let now_ns = now_ns.min(HORIZON);
+    let cur = (now_ns / p.len).max(head_epoch);
     let first = cur.saturating_sub(k);
     let ring_len = k + 1;
     let count_of = |e: u64| -> u64 {
@@ -213,6 +216,11 @@ impl Algo for Sliding {
             head: AtomicU64::new(0),
             ring: ring.into_boxed_slice(),
         })
+    }
+
+    /// Slots are aligned to the clock's zero: the origin is a multiple of the slot length.
+    fn grain(g: &Geometry) -> u64 {
+        g.p.len
     }
 
     /// The compare-exchange loop around [`decide`].

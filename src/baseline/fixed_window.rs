@@ -3,6 +3,7 @@
 use crate::sync::Mutex;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};
 
 #[derive(Clone, Debug, Default)]
@@ -28,6 +29,8 @@ pub struct MutexFixedWindow<C = MonotonicClock> {
     limit: u64,
     period: u64,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexFixedWindow {
@@ -58,26 +61,35 @@ impl<C: Clock> MutexFixedWindow<C> {
             counter: Mutex::default(),
             limit: quota.limit(),
             period,
+            origin: Origin::of(&clock, period),
             clock,
         }
     }
 }
 
+impl<C: Clock> MutexFixedWindow<C> {
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
+    }
+}
+
 impl<C: Clock> Limiter for MutexFixedWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.counter), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = lock(&self.counter).clone();
         self.answer(&mut copy, now_ns, n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        let window = clamp(self.clock.now_nanos()) / self.period;
+        let window = clamp(self.now()) / self.period;
         let mut c = lock(&self.counter);
         if window != c.window {
             // A new window: nothing of it was charged yet. An older one: the window moved on
@@ -93,9 +105,12 @@ impl<C: Clock> Limiter for MutexFixedWindow<C> {
 impl<C> MutexFixedWindow<C> {
     /// One request of cost `n` at `now_ns` on the locked state `c`.
     fn answer(&self, c: &mut Counter, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         // A later window starts from zero; an earlier one (time went back) counts against the
         // stored one. Only an admission changes the fields.
-        let window = (clamp(now_ns) / self.period).max(c.window);
+        let window = (now_ns / self.period).max(c.window);
         let count = if window == c.window { c.count } else { 0 };
         let ends = (window + 1) * self.period;
         let until_reset = |count: u64| {

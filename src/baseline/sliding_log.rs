@@ -4,6 +4,7 @@ use crate::sync::Mutex;
 use std::collections::VecDeque;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota, QuotaError};
 
 /// The sliding log's mutex twin: same semantics as [`SlidingLog`](crate::SlidingLog),
@@ -24,6 +25,8 @@ pub struct MutexSlidingLog<C = MonotonicClock> {
     limit: u64,
     period: u64,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexSlidingLog {
@@ -69,20 +72,29 @@ impl<C: Clock> MutexSlidingLog<C> {
             times: Mutex::new(times),
             limit,
             period,
+            origin: Origin::of(&clock, 1),
             clock,
         })
     }
 }
 
+impl<C: Clock> MutexSlidingLog<C> {
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
+    }
+}
+
 impl<C: Clock> Limiter for MutexSlidingLog<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.times), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = lock(&self.times).clone();
         self.answer(&mut copy, now_ns, n)
     }
@@ -91,9 +103,12 @@ impl<C: Clock> Limiter for MutexSlidingLog<C> {
 impl<C> MutexSlidingLog<C> {
     /// One request of cost `n` at `now_ns` on the locked state `times`.
     fn answer(&self, times: &mut VecDeque<u64>, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         let newest = times.back().copied();
         // Time stands still until the clock passes the newest admission.
-        let now = clamp(now_ns).max(newest.unwrap_or(0));
+        let now = now_ns.max(newest.unwrap_or(0));
         // Times are recorded in order: those still in the window are a suffix.
         let first_in = times.partition_point(|&t| now - t >= self.period);
         let in_window = (times.len() - first_in) as u64;

@@ -4,6 +4,7 @@ use crate::sync::Mutex;
 use std::collections::VecDeque;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota, QuotaError};
 
 /// The sliding-window counter's mutex twin: same semantics as
@@ -27,6 +28,8 @@ pub struct MutexSlidingWindow<C = MonotonicClock> {
     /// An admission in slot `e` counts until slot `e + span` begins.
     span: u64,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexSlidingWindow {
@@ -77,26 +80,35 @@ impl<C: Clock> MutexSlidingWindow<C> {
             limit: quota.limit(),
             slot_len,
             span: u64::from(slots) + 1,
+            origin: Origin::of(&clock, slot_len),
             clock,
         })
     }
 }
 
+impl<C: Clock> MutexSlidingWindow<C> {
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
+    }
+}
+
 impl<C: Clock> Limiter for MutexSlidingWindow<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.slots), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = lock(&self.slots).clone();
         self.answer(&mut copy, now_ns, n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        let slot = clamp(self.clock.now_nanos()) / self.slot_len;
+        let slot = clamp(self.now()) / self.slot_len;
         let mut slots = lock(&self.slots);
         match slots.back_mut() {
             // The newest slot, while now is in it.
@@ -115,9 +127,12 @@ impl<C: Clock> Limiter for MutexSlidingWindow<C> {
 impl<C> MutexSlidingWindow<C> {
     /// One request of cost `n` at `now_ns` on the locked state `slots`.
     fn answer(&self, slots: &mut VecDeque<(u64, u64)>, now_ns: u64, n: u64) -> Decision {
+        // Clamped once, for the window and the durations alike (past the horizon time stands
+        // still, so nothing counted reads as over).
+        let now_ns = clamp(now_ns);
         // Time stands still until the clock passes the newest slot.
         let newest = slots.back().map_or(0, |&(e, _)| e);
-        let cur = (clamp(now_ns) / self.slot_len).max(newest);
+        let cur = (now_ns / self.slot_len).max(newest);
         let count_at = |slots: &VecDeque<(u64, u64)>, at: u64| -> u64 {
             slots
                 .iter()

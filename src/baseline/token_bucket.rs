@@ -3,6 +3,7 @@
 use crate::sync::Mutex;
 
 use super::{clamp, lock};
+use crate::clock::Origin;
 use crate::{Clock, Decision, Limiter, MonotonicClock, Quota};
 
 /// The token bucket's mutex twin: same semantics as [`TokenBucket`](crate::TokenBucket),
@@ -24,6 +25,8 @@ pub struct MutexTokenBucket<C = MonotonicClock> {
     per_token: u128,
     burst: u128,
     clock: C,
+    /// Where its time starts: its first reading, aligned as the lock-free limiter's.
+    origin: Origin,
 }
 
 impl MutexTokenBucket {
@@ -63,26 +66,35 @@ impl<C: Clock> MutexTokenBucket<C> {
             ticks_per_ns,
             per_token,
             burst: u128::from(quota.burst()),
+            origin: Origin::of(&clock, 1),
             clock,
         }
     }
 }
 
+impl<C: Clock> MutexTokenBucket<C> {
+    /// The clock's now in the twin's time: ns since its origin (`answer` clamps it).
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
+    }
+}
+
 impl<C: Clock> Limiter for MutexTokenBucket<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         self.answer(&mut lock(&self.full_at), now_ns, n)
     }
 
     /// The same answer on a copy of the state: nothing is charged.
     fn peek(&self, n: u64) -> Decision {
-        let now_ns = self.clock.now_nanos();
+        let now_ns = self.now();
         let mut copy = *lock(&self.full_at);
         self.answer(&mut copy, now_ns, n)
     }
 
     fn refund(&self, n: u64) -> u64 {
-        let now = u128::from(clamp(self.clock.now_nanos())) * self.ticks_per_ns;
+        let now = u128::from(clamp(self.now())) * self.ticks_per_ns;
         let mut full_at = lock(&self.full_at);
         // Full: nothing to give back. Empty until more than the capacity past now: the clock
         // was read before another request wrote a later instant; give nothing back.

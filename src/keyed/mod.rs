@@ -19,7 +19,16 @@
 //! # Eviction and capacity
 //!
 //! [`KeyedLimiter::evict_idle`] removes exactly the keys whose limiter is fresh (full capacity
-//! at the map's now); a request racing the eviction redoes itself on the key's new limiter.
+//! at the map's now, less the clock's [`Clock::max_skew_nanos`]: a request redone on another
+//! thread may read up to that much earlier, and the limiter must be fresh at its reading too);
+//! a request racing the eviction redoes itself on the key's new limiter.
+//!
+//! # Time
+//!
+//! The map counts time from its own start: its first reading, aligned down to a multiple of
+//! the map's quota's window (fixed window) or slot (sliding window) length, is its origin for
+//! every key and every sweep. Windows of the map's quota stay aligned to the clock's zero; a
+//! plan of another period counts its windows from the map's origin.
 //! [`KeyedBuilder::max_keys`] bounds the map: a new key that finds it full first sweeps idle
 //! keys (throttled, see [`KeyedBuilder::max_keys`]), then [`WhenFull`] decides.
 
@@ -42,7 +51,8 @@ use crate::algo::fixed_window::Fixed;
 use crate::algo::sliding_log::Log;
 use crate::algo::sliding_window::Sliding;
 use crate::algo::token_bucket::Gcra;
-use crate::clock::{duration_to_nanos, Clock, MonotonicClock};
+use crate::algo::Algo;
+use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Origin, Since};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
@@ -328,12 +338,25 @@ impl<K, S> KeyedBuilder<K, S> {
                 return Err(QuotaError::NotLive)
             }
         };
+        // The map's time starts now, aligned to the map's quota's window (or slot) length, so
+        // that its windows stay aligned to the clock's zero (see `KeyedLimiter`).
+        let grain = match self.algorithm {
+            Algorithm::FixedWindow => {
+                <Fixed as Algo>::params(quota).map_or(1, |p| Fixed::grain(&p))
+            }
+            Algorithm::SlidingWindow => {
+                <Sliding as Algo>::params(quota).map_or(1, |g| Sliding::grain(&g))
+            }
+            Algorithm::TokenBucket | Algorithm::SlidingLog => 1,
+        };
+        let origin = Origin::of(&clock, grain);
         Ok(KeyedLimiter {
             maps,
             shared: Shared {
                 algorithm: self.algorithm,
                 quota: self.quota,
                 evicted: AtomicU64::new(0),
+                skew: clock.max_skew_nanos(),
                 bound: self.bound.map(|(max_keys, when_full)| Bound {
                     max_keys: max_keys.get(),
                     when_full,
@@ -342,9 +365,14 @@ impl<K, S> KeyedBuilder<K, S> {
                 }),
             },
             clock,
+            origin,
         })
     }
 }
+
+/// Planted defect: a sweep judges keys at its own reading, with no margin for a clock whose
+/// readings on other threads may be earlier.
+const SWEEP_WITHOUT_MARGIN: slot::Plant = 31;
 
 /// Every this many new keys, the inserting thread hands what the map retired (old tables,
 /// removed entries) to the epoch collector.
@@ -395,6 +423,8 @@ pub struct KeyedLimiter<K, C = MonotonicClock, S = KeyHasher> {
     maps: Maps<K, S>,
     shared: Shared,
     clock: C,
+    /// Where the map's time starts: every key's limiter, and every sweep, counts from it.
+    origin: Origin,
 }
 
 /// What every map type's request path reads besides its map.
@@ -405,6 +435,8 @@ struct Shared {
     /// per sweep.
     evicted: AtomicU64,
     bound: Option<Bound>,
+    /// The clock's [`Clock::max_skew_nanos`], read once: the margin a sweep keeps.
+    skew: u64,
 }
 
 /// The map of one algorithm: one value type per algorithm, so that a request dispatches once
@@ -646,7 +678,7 @@ where
         plan: &Quota,
         quota: Quota,
     ) -> Result<(), QuotaError> {
-        let now = || self.clock.now_nanos();
+        let now = || self.now();
         match &self.maps {
             Maps::LiveTokenBucket(m) => m.set_quota::<PLANT>(plan, quota, now),
             Maps::LiveFixedWindow(m) => m.set_quota::<PLANT>(plan, quota, now),
@@ -709,7 +741,7 @@ where
     }
 
     /// Removes every key whose limiter is back to its fresh state (full capacity at the map's
-    /// now) and returns how many. A key that still owes time (a drained bucket, a window with
+    /// now, less the clock's [`Clock::max_skew_nanos`]) and returns how many. A key that still owes time (a drained bucket, a window with
     /// admissions in it) is kept: removing it would hand it a fresh burst. A request racing
     /// the eviction of its key is never lost: it redoes itself on the key's new limiter.
     ///
@@ -729,8 +761,13 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
-        let now = self.clock.now_nanos();
-        with_map!(&self.maps, m => m.sweep(&self.shared, now))
+        self.evict_idle_planted::<{ slot::SOUND }>()
+    }
+
+    /// [`KeyedLimiter::evict_idle`], or with a defect planted for a test.
+    fn evict_idle_planted<const PLANT: slot::Plant>(&self) -> usize {
+        let now = self.now();
+        with_map!(&self.maps, m => m.sweep::<PLANT>(&self.shared, now))
     }
 
     /// How many keys the map has evicted since it was made: by [`KeyedLimiter::evict_idle`]
@@ -762,7 +799,22 @@ where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        with_map!(&self.maps, m => m.acquire(&self.shared, &self.clock, key, n, quota, &m.map.guard()))
+        with_map!(&self.maps, m => m.acquire(&self.shared, &self.time(), key, n, quota, &m.map.guard()))
+    }
+
+    /// The map's clock read in the map's time (ns since its origin), for the request path.
+    #[inline(always)]
+    fn time(&self) -> Since<'_, C> {
+        Since {
+            clock: &self.clock,
+            origin: self.origin,
+        }
+    }
+
+    /// The clock's now in the map's time.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.origin.now(&self.clock)
     }
 
     /// Pins the map for a batch of requests on this thread: the requests of the returned
@@ -879,7 +931,7 @@ where
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let l = self.limiter;
-        with_map!(&l.maps, m => m.acquire(&l.shared, &l.clock, key, n, quota, &self.guard))
+        with_map!(&l.maps, m => m.acquire(&l.shared, &l.time(), key, n, quota, &self.guard))
     }
 }
 
@@ -912,11 +964,21 @@ where
         Ok(Keyed::new(maker, hasher, capacity))
     }
 
-    fn sweep(&self, shared: &Shared, now: u64) -> usize {
+    /// Evicts every key fresh at `now` less the clock's skew: a request that finds its key
+    /// gone (or marked) reads the clock after this sweep, at most `shared.skew` earlier than
+    /// `now`, and freshness only grows with time, so the evicted limiter was fresh at that
+    /// request's reading too: its new limiter hands out nothing the old one would not have.
+    fn sweep<const PLANT: slot::Plant>(&self, shared: &Shared, now: u64) -> usize {
+        let margin = if PLANT == SWEEP_WITHOUT_MARGIN {
+            0
+        } else {
+            shared.skew
+        };
+        let judged_at = now.saturating_sub(margin);
         let map = self.map.pin();
         let mut evicted = 0;
         for (key, slot) in map.iter() {
-            if slot.try_evict(now) {
+            if slot.try_evict(judged_at) {
                 // A requester that saw the mark may have removed it already: gone either way.
                 let _ = map.remove_if(key, |_, v| ptr::eq(v, slot));
                 evicted += 1;
@@ -1041,7 +1103,7 @@ where
                 .is_ok()
         {
             bound.full_misses.store(0, Ordering::Relaxed);
-            self.sweep(shared, now);
+            self.sweep::<{ slot::SOUND }>(shared, now);
         }
         self.map.len() < bound.max_keys
     }
@@ -1122,6 +1184,83 @@ mod tests {
             }
             drop(pin);
             assert_eq!(plain.len(), pinned.len());
+        }
+    }
+
+    std::thread_local! {
+        /// Whether this thread reads the clock behind the others (a core whose counter lags).
+        static BEHIND: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    }
+
+    /// How far behind: within the skew the clock declares.
+    const LAG: u64 = 8_000;
+
+    /// A clock whose readings on a "behind" thread are `LAG` ns earlier than on the others,
+    /// and which says so ([`Clock::max_skew_nanos`]).
+    #[derive(Clone, Debug, Default)]
+    struct Skewed(ManualClock);
+
+    impl Clock for Skewed {
+        fn now_nanos(&self) -> u64 {
+            let t = self.0.now_nanos();
+            if BEHIND.with(|b| b.get()) {
+                t.saturating_sub(LAG)
+            } else {
+                t
+            }
+        }
+        fn max_skew_nanos(&self) -> u64 {
+            LAG
+        }
+    }
+
+    /// Units of `n` asked one by one on a thread that reads the clock `LAG` behind, after
+    /// everything before (the join orders it after the sweep).
+    fn behind(l: &KeyedLimiter<u8, Skewed>, key: u8, n: u64) -> usize {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                BEHIND.with(|b| b.set(true));
+                (0..n).filter(|_| l.try_acquire(&key).is_allowed()).count()
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
+    /// A key drained on a lagging thread; a sweep on a thread ahead of it, `500` ns after the
+    /// key is full again by the sweeper's reading; then the lagging thread asks again, at a
+    /// reading before that. Returns what it got, with the sweep `PLANT` and without a sweep.
+    fn drained_swept_and_asked<const PLANT: slot::Plant>(algorithm: Algorithm) -> (usize, usize) {
+        let quota = Quota::per_second(3).unwrap();
+        // When a key drained at 0 is fresh again: the sliding window's admission counts until
+        // slot 0 + 8 + 1 (of 125 ms) begins.
+        let fresh_at = match algorithm {
+            Algorithm::SlidingWindow => 1_125_000_000,
+            _ => 1_000_000_000,
+        };
+        let got = |sweep: bool| {
+            let clock = Skewed::default();
+            let l = KeyedLimiter::<u8, _>::with_clock(algorithm, quota, clock.clone()).unwrap();
+            clock.0.set(Duration::from_nanos(LAG)); // the lagging thread reads 0
+            assert_eq!(behind(&l, 1, 3), 3);
+            clock.0.set(Duration::from_nanos(fresh_at + 500));
+            if sweep {
+                let _ = l.evict_idle_planted::<PLANT>();
+            }
+            behind(&l, 1, 3) // at fresh_at + 500 - LAG: the key is not full yet
+        };
+        (got(true), got(false))
+    }
+
+    #[test]
+    fn a_sweep_keeps_a_margin_for_readings_that_lag_on_other_threads() {
+        for algorithm in Algorithm::ALL {
+            let (swept, kept) = drained_swept_and_asked::<{ slot::SOUND }>(algorithm);
+            assert_eq!(swept, kept, "{algorithm:?}: the sweep handed out nothing");
+            // The planted sweep with no margin evicts the key, and the lagging thread's new
+            // limiter admits a fresh burst at an instant when the old one had less.
+            let (swept, kept) = drained_swept_and_asked::<SWEEP_WITHOUT_MARGIN>(algorithm);
+            assert!(swept > kept, "{algorithm:?}: the planted sweep over-admits");
         }
     }
 

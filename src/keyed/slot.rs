@@ -30,7 +30,8 @@
 //! - evictor `LIVE → EVICTING`: `Acquire`: synchronizes with the requesters' RMWs;
 //! - evictor `EVICTING → EVICTED / LIVE`: `Release`; a requester that reads `EVICTED` issues
 //!   an `Acquire` fence before reading the clock again for its redo, which is then no earlier
-//!   than the evictor's now.
+//!   than the evictor's now (the sweep's reading less the clock's `max_skew_nanos`: a reading
+//!   on another thread may lag the sweep's by that much).
 //!
 //! # Phases
 //!

@@ -30,8 +30,10 @@
 //! order alone decides which came first; a stale load only makes a compare-exchange fail.
 //! The mark is installed `Release`, and a requester that reads it issues an `Acquire` fence
 //! before it reads the clock again for its redo: the redo's now is no earlier than the now at
-//! which the evictor found the limiter fresh, so a request with a stale reading cannot
-//! spend a fresh limiter's burst at an instant when the evicted one had none.
+//! which the evictor found the limiter fresh (the sweep judges at its reading less the clock's
+//! `max_skew_nanos`, the most a reading on the redoing thread may lag it), so a request with a
+//! stale reading cannot spend a fresh limiter's burst at an instant when the evicted one had
+//! none.
 
 use core::marker::PhantomData;
 use core::time::Duration;

@@ -256,7 +256,10 @@ pub(crate) fn decide(
     lanes: KeyLanes,
 ) -> (Decision, Option<u128>) {
     let (stored, hi) = (word as u64, (word >> 64) as u64);
-    let t = now_ns.min(HORIZON);
+    // Clamped once, for the window and the durations alike: past the horizon time stands
+    // still, so a counted column never reads as empty.
+    let now_ns = now_ns.min(HORIZON);
+    let t = now_ns;
     let current = t / p.len;
     if current < stored {
         return (behind(p, hi, stored, now_ns, n, lanes), None);

@@ -37,7 +37,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, Origin};
 use crate::decision::Decision;
 use crate::keyed::KeyHasher;
 use crate::quota::{Quota, QuotaError};
@@ -101,6 +101,9 @@ pub struct SketchLimiter<K: ?Sized, C = MonotonicClock, S = KeyHasher> {
     quota: Quota,
     hasher: S,
     clock: C,
+    /// Where the sketch's time starts: its first reading, aligned down to its window length
+    /// (windows stay aligned to the clock's zero, and its horizon runs from its start).
+    origin: Origin,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -192,13 +195,11 @@ impl<K: ?Sized, C: Clock> SketchLimiter<K, C> {
 }
 
 impl<K: ?Sized, C, S> SketchLimiter<K, C, S> {
-    fn from_params(
-        quota: Quota,
-        params: CellParams,
-        size: SketchSize,
-        clock: C,
-        hasher: S,
-    ) -> Self {
+    fn from_params(quota: Quota, params: CellParams, size: SketchSize, clock: C, hasher: S) -> Self
+    where
+        C: Clock,
+    {
+        let origin = Origin::of(&clock, params.len);
         let columns = size.for_params(&params);
         let cells = (0..columns).map(|_| Cell::new()).collect();
         let lanes = params.lanes as u8;
@@ -216,6 +217,7 @@ impl<K: ?Sized, C, S> SketchLimiter<K, C, S> {
             quota,
             hasher,
             clock,
+            origin,
             _key: PhantomData,
         }
     }
@@ -241,6 +243,7 @@ impl<K: ?Sized, C, S> SketchLimiter<K, C, S> {
             quota: self.quota,
             hasher,
             clock: self.clock,
+            origin: self.origin,
             _key: PhantomData,
         }
     }
@@ -343,7 +346,7 @@ where
         Q: Hash + ?Sized,
     {
         let (cell, lanes) = self.locate(key);
-        cell.acquire(&self.params, self.clock.now_nanos(), n, lanes)
+        cell.acquire(&self.params, self.origin.now(&self.clock), n, lanes)
     }
 
     /// What [`SketchLimiter::try_acquire_n`] would answer now, counting nothing.
@@ -362,7 +365,7 @@ where
         Q: Hash + ?Sized,
     {
         let (cell, lanes) = self.locate(key);
-        cell.peek(&self.params, self.clock.now_nanos(), n, lanes)
+        cell.peek(&self.params, self.origin.now(&self.clock), n, lanes)
     }
 }
 

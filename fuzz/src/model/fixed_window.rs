@@ -41,7 +41,10 @@ impl FixedWindowModel {
 
     /// One request of `n` units at clock reading `now_ns`.
     pub fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        let window = (now_ns.min(HORIZON) / self.period).max(self.newest_window);
+        // Past the horizon time stands still, for the window and every duration alike: a
+        // reading past it is the horizon.
+        let now_ns = now_ns.min(HORIZON);
+        let window = (now_ns / self.period).max(self.newest_window);
         let count = self.admitted.get(&window).copied().unwrap_or(0);
         let ends_at = (window + 1) * self.period;
         // Full again when the window ends, unless nothing is counted in it.

@@ -40,7 +40,10 @@ impl SlidingLogModel {
 
     /// One request of `n` units at clock reading `now_ns`.
     pub fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        let now = now_ns.min(HORIZON).max(self.newest().unwrap_or(0));
+        // Past the horizon time stands still, for the window and every duration alike: a
+        // reading past it is the horizon.
+        let now_ns = now_ns.min(HORIZON);
+        let now = now_ns.max(self.newest().unwrap_or(0));
         let live = self.counted(now);
         let left = self
             .limit

@@ -63,7 +63,10 @@ impl SlidingWindowModel {
 
     /// One request of `n` units at clock reading `now_ns`.
     pub fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        let slot = (now_ns.min(HORIZON) / self.slot_len).max(self.newest_slot);
+        // Past the horizon time stands still, for the window and every duration alike: a
+        // reading past it is the horizon.
+        let now_ns = now_ns.min(HORIZON);
+        let slot = (now_ns / self.slot_len).max(self.newest_slot);
         let total = self.counted(slot);
         // A lowered limit may leave more counted than it allows: nothing is left then.
         let left = self.limit.saturating_sub(total);
