@@ -30,7 +30,7 @@ use tollgate::{
 
 mod gate;
 mod peers;
-use gate::{closed, frozen, open, run};
+use gate::{closed, open, run, started};
 use peers::{drained, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
 
 type Tb = Tollgate<TokenBucket<ManualClock>>;
@@ -45,71 +45,71 @@ type LTb = Tollgate<LiveTokenBucket<ManualClock>>;
 type LFw = Tollgate<LiveFixedWindow<ManualClock>>;
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(TokenBucket::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(TokenBucket::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| TokenBucket::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| TokenBucket::with_clock(closed(), c)))))]
 fn token_bucket(limiter: Tb) -> Tb {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(MutexTokenBucket::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(MutexTokenBucket::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| MutexTokenBucket::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| MutexTokenBucket::with_clock(closed(), c)))))]
 fn mutex_token_bucket(limiter: MTb) -> MTb {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(FixedWindow::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(FixedWindow::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| FixedWindow::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| FixedWindow::with_clock(closed(), c)))))]
 fn fixed_window(limiter: Fw) -> Fw {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(MutexFixedWindow::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(MutexFixedWindow::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| MutexFixedWindow::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| MutexFixedWindow::with_clock(closed(), c)))))]
 fn mutex_fixed_window(limiter: MFw) -> MFw {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(SlidingWindow::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(SlidingWindow::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| SlidingWindow::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| SlidingWindow::with_clock(closed(), c)))))]
 fn sliding_window(limiter: Sw) -> Sw {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(MutexSlidingWindow::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(MutexSlidingWindow::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| MutexSlidingWindow::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| MutexSlidingWindow::with_clock(closed(), c)))))]
 fn mutex_sliding_window(limiter: MSw) -> MSw {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(SlidingLog::try_with_clock(open(), frozen()).expect("a small log allocates")))]
-#[bench::denied(drained(Tollgate(SlidingLog::try_with_clock(closed(), frozen()).expect("a small log allocates"))))]
+#[bench::allowed(Tollgate(started(|c| SlidingLog::try_with_clock(open(), c).expect("a small log allocates"))))]
+#[bench::denied(drained(Tollgate(started(|c| SlidingLog::try_with_clock(closed(), c).expect("a small log allocates")))))]
 fn sliding_log(limiter: Sl) -> Sl {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(MutexSlidingLog::try_with_clock(open(), frozen()).expect("a small log allocates")))]
-#[bench::denied(drained(Tollgate(MutexSlidingLog::try_with_clock(closed(), frozen()).expect("a small log allocates"))))]
+#[bench::allowed(Tollgate(started(|c| MutexSlidingLog::try_with_clock(open(), c).expect("a small log allocates"))))]
+#[bench::denied(drained(Tollgate(started(|c| MutexSlidingLog::try_with_clock(closed(), c).expect("a small log allocates")))))]
 fn mutex_sliding_log(limiter: MSl) -> MSl {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(LiveTokenBucket::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(LiveTokenBucket::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| LiveTokenBucket::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| LiveTokenBucket::with_clock(closed(), c)))))]
 fn live_token_bucket(limiter: LTb) -> LTb {
     run(limiter)
 }
 
 #[library_benchmark]
-#[bench::allowed(Tollgate(LiveFixedWindow::with_clock(open(), frozen())))]
-#[bench::denied(drained(Tollgate(LiveFixedWindow::with_clock(closed(), frozen()))))]
+#[bench::allowed(Tollgate(started(|c| LiveFixedWindow::with_clock(open(), c))))]
+#[bench::denied(drained(Tollgate(started(|c| LiveFixedWindow::with_clock(closed(), c)))))]
 fn live_fixed_window(limiter: LFw) -> LFw {
     run(limiter)
 }

@@ -20,7 +20,7 @@ use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
 
 mod gate;
 mod peers;
-use gate::{closed, frozen, open, run};
+use gate::{closed, open, run, started};
 use peers::{drained, Check, TollgateKeyed};
 
 type Keyed = TollgateKeyed<u64, ManualClock>;
@@ -31,16 +31,18 @@ const HOT_KEY: u64 = 0x7f00_0001;
 /// A map of `algorithm` with [`HOT_KEY`] in it: the key's first request, which makes its limiter
 /// and inserts it, is made here.
 fn keyed(algorithm: Algorithm, quota: Quota) -> Keyed {
-    let map = KeyedLimiter::with_clock(algorithm, quota, frozen()).expect("the quota fits");
+    let map = started(|c| KeyedLimiter::with_clock(algorithm, quota, c)).expect("the quota fits");
     hot(map)
 }
 
 /// A map whose quotas can change while it runs (`live()`).
 fn live(algorithm: Algorithm, quota: Quota) -> Keyed {
-    let map = KeyedLimiter::builder(algorithm, quota)
-        .live()
-        .build_with_clock(frozen())
-        .expect("the quota fits");
+    let map = started(|c| {
+        KeyedLimiter::builder(algorithm, quota)
+            .live()
+            .build_with_clock(c)
+    })
+    .expect("the quota fits");
     hot(map)
 }
 

@@ -40,11 +40,14 @@ pub fn run<L: Check>(limiter: L) -> L {
     limiter
 }
 
-/// A manual clock frozen at one second.
-pub fn frozen() -> ManualClock {
+/// A limiter made on a manual clock at zero, the clock then frozen at one second: a limiter
+/// counts from its first reading, so this measures it a second into its life (a sliding
+/// window's ring full of past slots), not at its first instant.
+pub fn started<L>(make: impl FnOnce(ManualClock) -> L) -> L {
     let clock = ManualClock::new();
+    let limiter = make(clock.clone());
     clock.set(Duration::from_secs(1));
-    clock
+    limiter
 }
 
 /// Far more than `CALLS` per second: every request allowed at a frozen instant.
