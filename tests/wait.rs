@@ -99,9 +99,10 @@ fn a_cost_above_capacity_fails_at_once_and_charges_nothing() {
 
 #[test]
 fn a_request_past_the_horizon_never_passes() {
+    // Made at zero, then read past its horizon (a limiter counts from its first reading).
     let clock = ManualClock::new();
-    clock.set(Duration::from_nanos(u64::MAX));
     let bucket = TokenBucket::with_clock(Quota::per_second(1).unwrap(), clock.clone());
+    clock.set(Duration::from_nanos(u64::MAX));
     let _ = bucket.try_acquire();
     let err = bucket
         .blocking_until_ready_with(1, &clock, Pacing::new())
