@@ -253,18 +253,25 @@ async fn calls_queued_behind_a_frozen_server_are_counted_not_admitted() {
         assert_eq!((source, unavailable), (Source::FailClosed, Some(true)));
     }
     server.resume();
-    // The 4 queued calls (2 units each) ran when the server resumed: 1 + 8 counted.
+    // A queued call (2 units) runs when the server resumes unless its connection was dropped
+    // first: each is counted or lost, never admitted. 1 + 2 × (0 to 4) counted.
     let peek = clients[1].try_acquire_n("k", 0).await.unwrap();
-    assert_eq!(peek.remaining(), 20 - 9);
+    let counted = 20 - peek.remaining();
+    assert!(
+        (1..=9).contains(&counted) && counted % 2 == 1,
+        "{counted} counted"
+    );
     let mut admitted = 1;
     for l in &clients {
         for _ in 0..10 {
             admitted += u64::from(l.try_acquire("k").await.unwrap().is_allowed());
         }
     }
-    assert_eq!(
-        admitted,
-        1 + 11,
-        "never above the quota less what was counted"
+    // A queued call may still land after the peek: never more than the peek left, and at most
+    // its 2 units less per call still queued then.
+    assert!(
+        admitted <= 1 + peek.remaining() && admitted + (9 - counted) >= 1 + peek.remaining(),
+        "{admitted} admitted, {} left at the peek: never above the quota less what was counted",
+        peek.remaining()
     );
 }

@@ -66,8 +66,11 @@ if cost > capacity then
     (diff - rs) / scale + (rs > 0 and 1 or 0), 1)
 end
 local new_diff = diff + cost
-if new_diff <= capacity then
+-- A zero cost passes, even on a tat more than the capacity past now (a clock behind the one
+-- that wrote it): no tokens left, full when the stored tat is reached.
+if new_diff <= capacity or n == 0 then
   local left = capacity - new_diff
+  if left < 0 then left = 0 end
   local taken = n
   if n > 0 and lease > n then
     local extra = (left - fmod(left, interval)) / interval
