@@ -151,12 +151,14 @@ impl Origin {
 
 /// A clock read from an origin: what code that takes a [`Clock`] (a keyed map's request path,
 /// a group's rollback) reads in a limiter's own time.
+#[cfg(feature = "std")]
 #[derive(Debug)]
 pub(crate) struct Since<'a, C: ?Sized> {
     pub(crate) clock: &'a C,
     pub(crate) origin: Origin,
 }
 
+#[cfg(feature = "std")]
 impl<C: Clock + ?Sized> Clock for Since<'_, C> {
     #[inline(always)]
     fn now_nanos(&self) -> u64 {
