@@ -126,10 +126,6 @@ impl Origin {
         Origin(reading - reading % grain.max(1))
     }
 
-    /// The clock's zero itself (a model that wants the raw reading).
-    #[cfg(tollgate_loom)]
-    pub(crate) const ZERO: Origin = Origin(0);
-
     /// The clock reading this origin stands at.
     #[cfg(feature = "std")]
     pub(crate) fn nanos(self) -> u64 {

@@ -30,8 +30,8 @@ use tollgate::__loom::token_bucket::Gcra;
 use tollgate::__loom::{Algo, RateLimiter};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Clock, FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket,
-    ManualClock, Member, Quota, SlidingWindow, TokenBucket,
+    Clock, FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, ManualClock, Member,
+    Quota, SlidingWindow, TokenBucket,
 };
 
 const OVER: &str = "over the limit in the later window";
@@ -202,9 +202,6 @@ fn group_bucket(c: Split) -> Limits<Split> {
 fn live_fixed(c: Split) -> LiveFixedWindow<Split> {
     LiveFixedWindow::with_clock(two(), c)
 }
-fn live_bucket(c: Split) -> LiveTokenBucket<Split> {
-    emptied(LiveTokenBucket::with_clock(two(), c))
-}
 /// The live sliding window has the default 8 slots (125 ms at 2 per second): the charge at
 /// 0.1 s is in slot 0, 0.6 s in slot 4, and at 1.6 s (slot 12) slot 0 has left the window
 /// (it counts until slot 9) and slot 4 still counts (until slot 13).
@@ -236,7 +233,9 @@ fn group_and_live_refunds_racing_a_rollover() {
     model("refund/Limits token bucket member", bucket(group_bucket));
     model("refund/LiveFixedWindow", fixed(live_fixed));
     model("refund/LiveSlidingWindow", sliding(live_sliding));
-    model("refund/LiveTokenBucket", bucket(live_bucket));
+    // Not the live token bucket: its 16-byte word holds times here that the loom stand-in
+    // for a 128-bit atomic (two 32-bit halves in one loom word) cannot; its refund is the
+    // token bucket's `refunded` on the same word, which the bucket model above checks.
 }
 
 #[test]
