@@ -625,9 +625,10 @@ fn a_bucket_rollback_gives_back_only_what_a_later_charge_left_owed() {
     let a = Limits::new(hooked.clone(), [b.clone(), w.clone(), w.clone()]).unwrap();
     let (d, by) = a.try_acquire_explained(1);
     assert!(!d.is_allowed() && by == 2, "{d:?} by {by}");
-    assert_eq!(
-        hooked.reads.load(Ordering::Relaxed),
-        3,
+    // The limiter's start, the check, the rollback (again after a compare-exchange that
+    // failed, as a weak one may spuriously, e.g. under miri).
+    assert!(
+        hooked.reads.load(Ordering::Relaxed) >= 3,
         "the rollback read the clock"
     );
     assert_eq!(
