@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The declared minimum Rust version (`rust-version` in the three manifests): the libraries,
-# their tests, examples and benchmarks type-check with that toolchain, every feature on
-# (`critical-section` aside, which is for targets without compare-and-swap).
+# The declared minimum Rust version (`rust-version` in the three manifests): the three libraries
+# type-check with that toolchain, every feature on (`critical-section` aside, which is for
+# targets without compare-and-swap). The promise is the libraries' (what a user compiles); the
+# tests, examples and benchmarks are built with the current stable toolchain by the other stages.
 #
 # Dependencies resolve as for a user on that toolchain: in a copy of the workspace, the lockfile
 # is regenerated with cargo's rust-version-aware resolution (the newest version of each crate
 # that supports the declared version, `incompatible-rust-versions = "fallback"`), so the
 # committed Cargo.lock (newer versions, for the newest stable) stays untouched.
 #
-# Cost: the dependencies once per cold target/msrv (dev-dependencies included: ~3.5 min of
-# CPU; 11.5 min of wall time measured on a busy shared 2-core machine), seconds when warm.
-# Installs the toolchain if missing (~1 min).
+# Cost: the libraries' dependencies once per cold target/msrv, seconds when warm. Installs the
+# toolchain if missing (~1 min).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -36,7 +36,7 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$copy"
 cd "$copy"
 CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo +stable generate-lockfile --quiet
 export CARGO_TARGET_DIR=$root/target/msrv/target
-timeout 1200 cargo "+$msrv" check --locked --all-targets \
+timeout 1200 cargo "+$msrv" check --locked --lib \
   -p tollgate -p tollgate-redis -p tollgate-tower \
   --features tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/redis
-echo "the three crates build with Rust ${msrv}, tests, examples and benchmarks included"
+echo "the three libraries build with Rust ${msrv}"
