@@ -58,17 +58,24 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod blocking;
+mod breaker;
+mod builder;
 mod deny_cache;
 mod error;
 mod lease;
 mod limiter;
 mod params;
+mod policy;
+mod reply;
+mod script;
+mod target;
 
 pub use blocking::BlockingRedisLimiter;
+pub use builder::RedisLimiterBuilder;
 pub use error::Error;
-pub use limiter::{
-    Checked, FailurePolicy, RedisLimiter, RedisLimiterBuilder, Source, Stats, Target,
-};
+pub use limiter::RedisLimiter;
+pub use policy::{Checked, FailurePolicy, Source, Stats};
+pub use target::Target;
 pub use tollgate::{Algorithm, Decision, Quota, QuotaError};
 
 /// The README's examples, compiled as doc tests.
