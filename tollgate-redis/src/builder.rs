@@ -1,15 +1,14 @@
 //! [`RedisLimiterBuilder`]: the settings, checked; the connection made, the server's version
 //! checked and the script loaded by `build`.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, RedisError};
 use tollgate::{Algorithm, ManualClock, MonotonicClock, Quota};
 
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::Breakers;
 use crate::deny_cache::DenyCache;
 use crate::error::Error;
 use crate::lease::Leases;
@@ -132,6 +131,9 @@ impl RedisLimiterBuilder {
 
     /// After `failures` failed calls in a row, answer [`Error::CircuitOpen`] at once for
     /// `pause`, then let one call probe Redis (default 5 failures, 250 ms; 0 turns it off).
+    /// On a cluster, each primary has its own breaker, counting the calls of the keys it
+    /// serves: one dead primary's keys are answered at once while the others' keys are still
+    /// asked (the slot map is read at `build` and again after failures and every 10 s).
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota};
@@ -207,6 +209,7 @@ impl RedisLimiterBuilder {
             ));
         }
         let deadline = self.connect_timeout;
+        let cluster = matches!(self.target, Target::Cluster(_));
         let connect = async {
             match self.target {
                 Target::Server(client) => {
@@ -276,12 +279,11 @@ impl RedisLimiterBuilder {
                 leases: self.leases.map(|(size, life)| Leases::new(size, life)),
                 clock,
                 unit,
-                breaker: Breaker {
-                    threshold: self.breaker.0,
-                    pause: u64::try_from(self.breaker.1.as_nanos()).unwrap_or(u64::MAX),
-                    troubled: AtomicBool::new(false),
-                    state: Mutex::new(BreakerState::default()),
-                },
+                breakers: Breakers::new(
+                    self.breaker.0,
+                    u64::try_from(self.breaker.1.as_nanos()).unwrap_or(u64::MAX),
+                    cluster,
+                ),
                 counters: Counters::default(),
             }),
         };
@@ -296,6 +298,10 @@ impl RedisLimiterBuilder {
                 .await
                 .map_err(|_| Error::Timeout { after: deadline })?
                 .map_err(Error::Connection)?;
+        }
+        // Which primary serves which slot: one breaker each.
+        if cluster {
+            limiter.read_map().await;
         }
         Ok(limiter)
     }

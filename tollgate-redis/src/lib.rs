@@ -37,7 +37,7 @@
 //!   windows' lengths): a key asked under another quota is converted, never misread.
 //!
 //! Per call: a deadline ([`RedisLimiterBuilder::timeout`], 20 ms by default), a circuit
-//! breaker, a bounded local deny cache (a key denied until `t` is denied locally until `t`:
+//! breaker (on a cluster, one per primary), a bounded local deny cache (a key denied until `t` is denied locally until `t`:
 //! never an extra admission), optional leases of tokens spent locally
 //! ([`RedisLimiterBuilder::leases`]), and a [`FailurePolicy`] applied by [`RedisLimiter::check`],
 //! which says which [`Source`] answered. [`BlockingRedisLimiter`] serves callers without an

@@ -9,7 +9,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 use tollgate::{Algorithm, Clock, Decision, ManualClock, MonotonicClock, Quota};
 
-use crate::breaker::Breaker;
+use crate::breaker::{Breaker, Breakers};
 use crate::builder::RedisLimiterBuilder;
 use crate::deny_cache::DenyCache;
 use crate::error::Error;
@@ -53,7 +53,8 @@ pub(crate) struct Inner {
     pub(crate) leases: Option<Leases>,
     pub(crate) clock: LocalClock,
     pub(crate) unit: Unit,
-    pub(crate) breaker: Breaker,
+    /// One breaker, or one per cluster primary.
+    pub(crate) breakers: Breakers,
     pub(crate) counters: Counters,
 }
 
@@ -388,7 +389,9 @@ impl RedisLimiter {
             return Ok((d, Source::Lease));
         }
         let lease = leases.map_or(0, |l| l.size);
-        let result = self.ask(key, n, plan, now, lease).await;
+        let keys = self.keys(key);
+        let breaker = inner.breakers.of(hash_tag(&keys[0]));
+        let result = self.ask(&keys, &breaker, n, plan, now, lease).await;
         if let (Ok((d, Some(taken))), Some(l)) = (&result, leases) {
             if d.is_allowed() {
                 l.keep(key, taken.saturating_sub(n), now, d);
@@ -397,7 +400,8 @@ impl RedisLimiter {
         let result = result.map(|(d, _)| d);
         match &result {
             Ok(d) => {
-                inner.breaker.success();
+                breaker.success();
+                self.read_map_if_due(now, MAP_EVERY);
                 bump(if d.is_allowed() {
                     &c.redis_allowed
                 } else {
@@ -413,20 +417,43 @@ impl RedisLimiter {
             Err(e) => {
                 bump(&c.errors);
                 if e.is_unavailable() {
-                    inner.breaker.failure(inner.clock.now());
+                    let now = inner.clock.now();
+                    breaker.failure(now);
+                    // A dead or moved primary: the slots may be served elsewhere now.
+                    self.read_map_if_due(now, MAP_EVERY_IN_TROUBLE);
                 } else {
-                    inner.breaker.success();
+                    breaker.success();
                 }
             }
         }
         result.map(|d| (d, Source::Redis))
     }
 
+    /// On a cluster, reads the slot map again (in the background) if it was last read `every`
+    /// ns ago or more: each primary's breaker then serves the slots that primary holds now.
+    fn read_map_if_due(&self, now: u64, every: u64) {
+        if self.inner.breakers.map_due(now, every) {
+            let limiter = self.clone();
+            tokio::spawn(async move { limiter.read_map().await });
+        }
+    }
+
+    /// Reads the cluster's slot map (`CLUSTER SLOTS`) into the breakers, within
+    /// [`MAP_DEADLINE`]; a failed read changes nothing (the next one is due soon).
+    pub(crate) async fn read_map(&self) {
+        let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let conn = self.inner.conn();
+        if let Ok(Ok(reply)) = tokio::time::timeout(MAP_DEADLINE, conn.query(&cmd)).await {
+            self.inner.breakers.read_map(&reply);
+        }
+    }
+
     /// One script call: EVALSHA, and EVAL (which reloads the script) if Redis lost it
     /// (a restart, a failover, `SCRIPT FLUSH`).
     async fn ask(
         &self,
-        key: &[u8],
+        keys: &[Vec<u8>],
+        breaker: &Breaker,
         n: u64,
         plan: &Plan,
         now: u64,
@@ -438,13 +465,12 @@ impl RedisLimiter {
             Unit::Nanos => now.to_string(),
             Unit::Micros => String::new(),
         };
-        if !inner.breaker.allows(inner.clock.now()) {
+        if !breaker.allows(inner.clock.now()) {
             return Err(Error::CircuitOpen);
         }
-        let keys = self.keys(key);
         let mut args = redis::Cmd::new();
         args.arg(keys.len())
-            .arg(&keys)
+            .arg(keys)
             .arg(n.min(plan.capacity + 1))
             .arg(time)
             .arg(&plan.args[..plan.arity]);
@@ -498,6 +524,24 @@ impl Inner {
             *c = Conn::Server(fresh);
         }
     }
+}
+
+/// How often a cluster's slot map is read again while calls succeed (ns of the local clock).
+const MAP_EVERY: u64 = 10_000_000_000;
+/// How often at most while calls fail: a failover moves slots within seconds.
+const MAP_EVERY_IN_TROUBLE: u64 = 500_000_000;
+/// The deadline of one read of the slot map.
+const MAP_DEADLINE: Duration = Duration::from_secs(1);
+
+/// The hash tag of one of our keys (`{tag}suffix`): the bytes between the first `{` and the
+/// first `}` after it, which decide the key's cluster slot.
+fn hash_tag(key: &[u8]) -> &[u8] {
+    let open = key.iter().position(|&b| b == b'{').map_or(0, |i| i + 1);
+    let close = key[open..]
+        .iter()
+        .position(|&b| b == b'}')
+        .map_or(key.len(), |i| open + i);
+    &key[open..close]
 }
 
 /// Runs `calls` together, first polled in order (so on one connection they are sent, and run
