@@ -43,6 +43,12 @@
 //! which says which [`Source`] answered. [`BlockingRedisLimiter`] serves callers without an
 //! async runtime.
 //!
+//! ## TLS
+//!
+//! With the `tls` feature, `rediss://` targets connect with rustls: the platform's root
+//! certificates by default, or a client's own authority and certificate through
+//! `redis::Client::build_with_tls` (then passed as the target).
+//!
 //! ## Time
 //!
 //! Decisions use Redis's clock. If it steps back (a failover to a primary whose clock is

@@ -18,6 +18,9 @@ use redis::{Cmd, Value};
 /// ```
 #[derive(Clone)]
 #[non_exhaustive]
+// With TLS a client carries its certificates (hundreds of bytes): a target is made once per
+// limiter, so its size does not matter, and the variant stays a plain `redis::Client`.
+#[allow(clippy::large_enum_variant)]
 pub enum Target {
     /// One server (or a primary behind a proxy), through an auto-reconnecting multiplexed
     /// connection.

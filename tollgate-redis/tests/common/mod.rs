@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: PathBuf,
     extra: Vec<String>,
+    /// Arguments `redis-cli` needs to talk to this server (TLS).
+    cli_extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -56,6 +58,34 @@ impl RedisServer {
     }
 
     pub fn start_with(port: u16, extra: Vec<String>) -> RedisServer {
+        RedisServer::start_full(port, extra, Vec::new())
+    }
+
+    /// A server that speaks TLS only (`--port 0`, `--tls-port` a free port) with the
+    /// certificate `cert` and its key `key`, clients not asked for certificates; the harness's
+    /// `redis-cli` trusts `ca`.
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> RedisServer {
+        let port = free_port(false);
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let extra = [
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            path(cert),
+            "--tls-key-file".into(),
+            path(key),
+            "--tls-ca-cert-file".into(),
+            path(ca),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let cli = vec!["--tls".into(), "--cacert".into(), path(ca)];
+        RedisServer::start_full(port, extra.to_vec(), cli)
+    }
+
+    fn start_full(port: u16, extra: Vec<String>, cli_extra: Vec<String>) -> RedisServer {
         require("redis-server");
         require("redis-cli");
         let dir =
@@ -66,6 +96,7 @@ impl RedisServer {
             child: None,
             dir,
             extra,
+            cli_extra,
         };
         s.spawn();
         s
@@ -111,6 +142,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.cli_extra)
             .args(args)
             .output()
             .expect("run redis-cli");
