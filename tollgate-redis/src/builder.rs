@@ -300,7 +300,7 @@ impl RedisLimiterBuilder {
                 .map_err(Error::Connection)?;
         }
         // Which primary serves which slot: one breaker each.
-        if cluster {
+        if cluster && limiter.inner.breakers.map_due(limiter.inner.clock.now(), 0) {
             limiter.read_map().await;
         }
         Ok(limiter)

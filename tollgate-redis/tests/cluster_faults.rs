@@ -153,7 +153,9 @@ fn a_frozen_primary_opens_its_own_breaker_only() {
 /// A primary killed (SIGKILL) with a synced replica: its keys get the policy's answer within
 /// the deadline until the replica is promoted, then Redis's again from the replicated state
 /// (scripts loaded on demand: the replica never ran them), never an admission above the
-/// quota; keys on the other primaries get Redis's decisions throughout.
+/// quota. Keys on the other primaries get Redis's decisions, but for the calls caught in the
+/// `redis` crate's slot refreshes (it holds every request while it reads the new slot map):
+/// a few, each a timeout answered by the policy within the deadline, never a breaker opened.
 #[test]
 fn a_killed_primary_is_replaced_by_its_replica() {
     let extra = ["--cluster-require-full-coverage", "no"];
@@ -179,6 +181,7 @@ fn a_killed_primary_is_replaced_by_its_replica() {
         cluster.nodes[0].kill();
         let start = Instant::now();
         let (mut policy, mut after) = (0, 0);
+        let (mut healthy, mut stalled) = (0, 0);
         loop {
             let answers = round(&clients, &keys).await;
             let mut all_redis = true;
@@ -190,8 +193,14 @@ fn a_killed_primary_is_replaced_by_its_replica() {
                     keys[a.key]
                 );
                 admitted[a.key] += u64::from(a.allowed);
+                healthy += usize::from(!on_killed[a.key]);
                 match a.source {
                     Source::Redis => {}
+                    Source::FailClosed
+                        if !on_killed[a.key] && matches!(a.error, Some(Error::Timeout { .. })) =>
+                    {
+                        stalled += 1;
+                    }
                     Source::FailClosed if on_killed[a.key] => {
                         assert!(a.error.as_ref().is_some_and(Error::is_unavailable));
                         all_redis = false;
@@ -213,6 +222,10 @@ fn a_killed_primary_is_replaced_by_its_replica() {
             );
         }
         assert_eq!(replica.replication("role").as_deref(), Some("master"));
+        assert!(
+            stalled * 20 <= healthy,
+            "{stalled} of {healthy} calls on live primaries timed out"
+        );
         for (i, &n) in admitted.iter().enumerate() {
             assert_eq!(n, 3, "{}: admitted above the quota", keys[i]);
         }
