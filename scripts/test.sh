@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, on a fresh machine too: installs the system packages the tests run against
-# (a real redis-server and redis-cli for tollgate-redis), then runs every test in the
-# workspace: unit, integration and doc tests, the README's examples included.
+# (a real redis-server and redis-cli for tollgate-redis, openssl for the certificates of its
+# TLS test), then runs every test in the workspace: unit, integration and doc tests, the
+# README's examples included; then tollgate-redis's TLS test, with its `tls` feature.
 # Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (the tests start their own servers on loopback ports)"
   if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
@@ -16,4 +18,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-exec cargo test --workspace "$@"
+cargo test --workspace "$@"
+# `rediss://` against a real TLS-only redis-server (the distribution's build has TLS).
+exec cargo test -p tollgate-redis --features tls --test tls "$@"

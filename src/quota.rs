@@ -249,6 +249,28 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// The token bucket's ticks per unit of time for `limit` per `period` units: the reduced
+/// denominator of `period / limit`, at most `MAX_SCALE`.
+const fn scale_of(limit: u64, period: u64) -> u64 {
+    let reduced = limit / gcd(limit, period);
+    if reduced < MAX_SCALE {
+        reduced
+    } else {
+        MAX_SCALE
+    }
+}
+
+/// `period / limit` in ticks of `1/scale` unit, rounded up (exact when `scale` is the reduced
+/// denominator); `None` when more than `scale` requests per unit would round it up by a whole
+/// factor, unless `or_slower` (then one per tick).
+fn interval_of(period: u64, limit: u64, scale: u64, or_slower: bool) -> Option<u128> {
+    let ticks = u128::from(period) * u128::from(scale);
+    if !or_slower && ticks < u128::from(limit) {
+        return None;
+    }
+    Some(ticks.div_ceil(u128::from(limit)))
+}
+
 /// Bits needed to hold `v`.
 pub(crate) const fn bits(v: u64) -> u32 {
     u64::BITS - v.leading_zeros()
@@ -434,8 +456,40 @@ impl Quota {
     }
 
     fn gcra_with(&self, burst: u64) -> Option<GcraParams> {
-        let reduced = self.limit / gcd(self.limit, self.period_ns);
-        self.gcra_scaled(burst, reduced.min(MAX_SCALE), false)
+        self.gcra_scaled(burst, scale_of(self.limit, self.period_ns), false)
+    }
+
+    /// The token bucket's refill with time counted in `unit`s, as `(interval, scale)`: one
+    /// token every `interval` ticks of `1/scale` unit. `scale` is `limit / gcd(limit, period
+    /// in units)`, at most 32, and `interval` is `period × scale / limit` rounded up: exact
+    /// when that reduced denominator is at most 32, otherwise slower than the quota by less
+    /// than one tick, never faster. The in-process token bucket counts in nanoseconds (a unit
+    /// of 1 ns); a limiter on another clock (a server's, in microseconds) asks in its own unit
+    /// and decides as the in-process one would at that resolution.
+    ///
+    /// `None` if `unit` is zero, the period is not a whole number of units, or the rate is
+    /// above `scale` tokens per unit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// let q = Quota::new(3, Duration::from_secs(7))?; // a token every 7/3 s
+    /// assert_eq!(q.token_interval(Duration::from_nanos(1)), Some((7_000_000_000, 3)));
+    /// assert_eq!(q.token_interval(Duration::from_micros(1)), Some((7_000_000, 3)));
+    /// let fine = Quota::new(1, Duration::from_nanos(1_500))?;
+    /// assert_eq!(fine.token_interval(Duration::from_micros(1)), None); // 1.5 µs
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn token_interval(&self, unit: Duration) -> Option<(u64, u32)> {
+        let unit = u64::try_from(unit.as_nanos()).ok().filter(|&u| u > 0)?;
+        if !self.period_ns.is_multiple_of(unit) {
+            return None;
+        }
+        let period = self.period_ns / unit;
+        let scale = scale_of(self.limit, period);
+        let interval = interval_of(period, self.limit, scale, false)?;
+        // period < 2^59 and scale ≤ 32: the interval is below 2^64.
+        Some((interval as u64, scale as u32))
     }
 
     /// The token bucket's parameters in ticks of `1/scale` ns (`1 ≤ scale ≤ MAX_SCALE`): how a
@@ -454,14 +508,7 @@ impl Quota {
 
     fn gcra_scaled(&self, burst: u64, scale: u64, or_slower: bool) -> Option<GcraParams> {
         debug_assert!((1..=MAX_SCALE).contains(&scale));
-        // interval = period / limit in ticks of 1/scale ns, rounded up (exact when scale is
-        // the reduced denominator).
-        let interval =
-            (u128::from(self.period_ns) * u128::from(scale)).div_ceil(u128::from(self.limit));
-        // More than `scale` requests per ns would round the interval up by a whole factor.
-        if !or_slower && u128::from(self.period_ns) * u128::from(scale) < u128::from(self.limit) {
-            return None;
-        }
+        let interval = interval_of(self.period_ns, self.limit, scale, or_slower)?;
         let capacity = interval.checked_mul(u128::from(burst))?;
         // HORIZON × scale ≤ 2^63 and capacity < 2^62: a theoretical arrival time plus one
         // more admission never exceeds 2^64 - 1 (see algo/token_bucket.rs).

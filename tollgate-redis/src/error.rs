@@ -44,8 +44,8 @@ pub enum Error {
     },
     /// A setting the algorithm does not support (leases on anything but the token bucket).
     Unsupported(&'static str),
-    /// Too many calls failed in a row: Redis is not asked again until the circuit breaker's
-    /// pause has passed.
+    /// Too many calls failed in a row: Redis (on a cluster, the primary that serves the key)
+    /// is not asked again until the circuit breaker's pause has passed.
     CircuitOpen,
     /// A key prefix with `{` or `}`: it would move or split the hash tag that keeps a key's
     /// state in one cluster slot.

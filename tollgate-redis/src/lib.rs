@@ -37,11 +37,17 @@
 //!   windows' lengths): a key asked under another quota is converted, never misread.
 //!
 //! Per call: a deadline ([`RedisLimiterBuilder::timeout`], 20 ms by default), a circuit
-//! breaker, a bounded local deny cache (a key denied until `t` is denied locally until `t`:
+//! breaker (on a cluster, one per primary), a bounded local deny cache (a key denied until `t` is denied locally until `t`:
 //! never an extra admission), optional leases of tokens spent locally
 //! ([`RedisLimiterBuilder::leases`]), and a [`FailurePolicy`] applied by [`RedisLimiter::check`],
 //! which says which [`Source`] answered. [`BlockingRedisLimiter`] serves callers without an
 //! async runtime.
+//!
+//! ## TLS
+//!
+//! With the `tls` feature, `rediss://` targets connect with rustls: the platform's root
+//! certificates by default, or a client's own authority and certificate through
+//! `redis::Client::build_with_tls` (then passed as the target).
 //!
 //! ## Time
 //!
@@ -58,17 +64,24 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod blocking;
+mod breaker;
+mod builder;
 mod deny_cache;
 mod error;
 mod lease;
 mod limiter;
 mod params;
+mod policy;
+mod reply;
+mod script;
+mod target;
 
 pub use blocking::BlockingRedisLimiter;
+pub use builder::RedisLimiterBuilder;
 pub use error::Error;
-pub use limiter::{
-    Checked, FailurePolicy, RedisLimiter, RedisLimiterBuilder, Source, Stats, Target,
-};
+pub use limiter::RedisLimiter;
+pub use policy::{Checked, FailurePolicy, Source, Stats};
+pub use target::Target;
 pub use tollgate::{Algorithm, Decision, Quota, QuotaError};
 
 /// The README's examples, compiled as doc tests.

@@ -1,355 +1,32 @@
-//! `RedisLimiter`: the script calls, the per-call deadline, the circuit breaker, the deny
-//! cache, the failure policy.
+//! [`RedisLimiter`]: the script calls, the per-call deadline, the circuit breaker, the deny
+//! cache, the leases, the failure policy.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
-use tollgate::{Algorithm, Clock, Decision, KeyedLimiter, ManualClock, MonotonicClock, Quota};
+use redis::{Cmd, ErrorKind, ServerErrorKind};
+use tollgate::{Algorithm, Clock, Decision, ManualClock, MonotonicClock, Quota};
 
+use crate::breaker::{Breaker, Breakers};
+use crate::builder::RedisLimiterBuilder;
 use crate::deny_cache::DenyCache;
 use crate::error::Error;
 use crate::lease::Leases;
 use crate::params::{plan, Plan, Unit, MAX_SAFE};
+use crate::policy::{bump, Checked, Counters, FailurePolicy, Source, Stats};
+use crate::reply::{classify, decision};
+use crate::script::Script;
+use crate::target::{Conn, Target};
 
-/// The four scripts, each loaded once per server and called by its SHA1.
-struct Script {
-    body: &'static str,
-    sha: String,
-}
-
-impl Script {
-    fn new(body: &'static str) -> Self {
-        Script {
-            body,
-            sha: redis::Script::new(body).get_hash().to_owned(),
-        }
-    }
-}
-
-fn script_for(algorithm: Algorithm) -> (&'static str, &'static [&'static str]) {
-    match algorithm {
-        Algorithm::TokenBucket => (
-            concat!(
-                include_str!("scripts/prelude.lua"),
-                include_str!("scripts/token_bucket.lua")
-            ),
-            &[":tb"],
-        ),
-        Algorithm::FixedWindow => (
-            concat!(
-                include_str!("scripts/prelude.lua"),
-                include_str!("scripts/fixed_window.lua")
-            ),
-            &[":fw"],
-        ),
-        Algorithm::SlidingWindow => (
-            concat!(
-                include_str!("scripts/prelude.lua"),
-                include_str!("scripts/sliding_window.lua")
-            ),
-            &[":swc"],
-        ),
-        Algorithm::SlidingLog => (
-            concat!(
-                include_str!("scripts/prelude.lua"),
-                include_str!("scripts/sliding_log.lua")
-            ),
-            &[":log"],
-        ),
-    }
-}
-
-/// Where the limiter's state lives: one Redis server or a Redis Cluster.
-///
-/// ```
-/// use tollgate_redis::Target;
-/// let single: Target = "redis://127.0.0.1:6379".into();
-/// let cluster = Target::cluster(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
-/// # let _ = (single, cluster);
-/// ```
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum Target {
-    /// One server (or a primary behind a proxy), through an auto-reconnecting multiplexed
-    /// connection.
-    Server(redis::Client),
-    /// A Redis Cluster: keys hash-tagged so that each limiter's keys share a slot.
-    Cluster(Box<ClusterClient>),
-    /// A URL that could not be parsed; `build` reports it.
-    Invalid(String),
-}
-
-impl Target {
-    /// A cluster reached through any of `nodes` (URLs such as `redis://127.0.0.1:7000`).
-    ///
-    /// ```
-    /// let t = tollgate_redis::Target::cluster(["redis://127.0.0.1:7000"]);
-    /// # let _ = t;
-    /// ```
-    pub fn cluster<S: AsRef<str>>(nodes: impl IntoIterator<Item = S>) -> Target {
-        let nodes: Vec<String> = nodes.into_iter().map(|s| s.as_ref().to_owned()).collect();
-        match ClusterClient::new(nodes.clone()) {
-            Ok(c) => Target::Cluster(Box::new(c)),
-            Err(e) => Target::Invalid(format!("{nodes:?}: {e}")),
-        }
-    }
-}
-
-impl From<redis::Client> for Target {
-    fn from(c: redis::Client) -> Self {
-        Target::Server(c)
-    }
-}
-
-impl From<ClusterClient> for Target {
-    fn from(c: ClusterClient) -> Self {
-        Target::Cluster(Box::new(c))
-    }
-}
-
-impl From<&str> for Target {
-    fn from(url: &str) -> Self {
-        match redis::Client::open(url) {
-            Ok(c) => Target::Server(c),
-            Err(e) => Target::Invalid(format!("{url}: {e}")),
-        }
-    }
-}
-
-impl From<String> for Target {
-    fn from(url: String) -> Self {
-        Target::from(url.as_str())
-    }
-}
-
-#[derive(Clone)]
-enum Conn {
-    Server(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl Conn {
-    async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
-        match self.clone() {
-            Conn::Server(mut c) => cmd.query_async(&mut c).await,
-            Conn::Cluster(mut c) => cmd.query_async(&mut c).await,
-        }
-    }
-}
-
-/// What a [`RedisLimiter::check`] answers when Redis cannot (timeout, connection, open circuit,
-/// or any other error).
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate_redis::FailurePolicy;
-/// let abuse = FailurePolicy::FailClosed { retry_after: Duration::from_secs(1) };
-/// let login = FailurePolicy::FailOpen;
-/// # let _ = (abuse, login);
-/// ```
-#[derive(Clone)]
-#[non_exhaustive]
-pub enum FailurePolicy {
-    /// Admit every request while Redis is unavailable (Envoy's default): availability over
-    /// the limit.
-    FailOpen,
-    /// Deny every request, telling the client to retry after `retry_after`. The default,
-    /// with one second: nothing is admitted that Redis did not admit.
-    FailClosed {
-        /// The `retry_after` of the denials.
-        retry_after: Duration,
-    },
-    /// Decide locally with this process's own limiter (typically the quota divided by the
-    /// number of instances, bounded in keys).
-    Local(Arc<KeyedLimiter<Vec<u8>>>),
-}
-
-impl std::fmt::Debug for FailurePolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FailurePolicy::FailOpen => f.write_str("FailOpen"),
-            FailurePolicy::FailClosed { retry_after } => f
-                .debug_struct("FailClosed")
-                .field("retry_after", retry_after)
-                .finish(),
-            FailurePolicy::Local(_) => f.write_str("Local(..)"),
-        }
-    }
-}
-
-/// Who answered a [`RedisLimiter::check`].
-///
-/// ```
-/// use tollgate_redis::Source;
-/// let from_policy = |s: Source| !matches!(s, Source::Redis | Source::DenyCache);
-/// assert!(from_policy(Source::FailOpen) && !from_policy(Source::DenyCache));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Source {
-    /// Redis's script.
-    Redis,
-    /// The local deny cache (a denial Redis gave earlier, still in force).
-    DenyCache,
-    /// [`FailurePolicy::FailOpen`].
-    FailOpen,
-    /// [`FailurePolicy::FailClosed`].
-    FailClosed,
-    /// [`FailurePolicy::Local`].
-    Local,
-    /// A token of a lease the script granted earlier
-    /// ([`RedisLimiterBuilder::leases`]).
-    Lease,
-    /// Nobody: Redis answered with an error that is not an outage (a script or reply error,
-    /// a key of the wrong type, a test clock out of range). The request is denied whatever
-    /// the policy, and [`Checked::error`] says why.
-    Error,
-}
-
-/// A decision and who made it; `error` is why Redis did not, when it did not.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::Decision;
-/// use tollgate_redis::{Checked, Error, Source};
-/// let c = Checked {
-///     decision: Decision::from_parts(true, 0, None, Duration::ZERO, false),
-///     source: Source::FailOpen,
-///     error: Some(Error::CircuitOpen),
-/// };
-/// assert!(c.decision.is_allowed() && c.error.is_some());
-/// ```
-#[derive(Debug)]
-pub struct Checked {
-    /// The answer.
-    pub decision: Decision,
-    /// Who answered.
-    pub source: Source,
-    /// The error the policy answered for, if any.
-    pub error: Option<Error>,
-}
-
-/// Counts of answers by source, since the limiter was built.
-///
-/// ```
-/// let s = tollgate_redis::Stats::default();
-/// assert_eq!(s.redis_allowed + s.policy_allowed, 0);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Admissions by Redis.
-    pub redis_allowed: u64,
-    /// Denials by Redis.
-    pub redis_denied: u64,
-    /// Denials answered by the local deny cache.
-    pub cache_denied: u64,
-    /// Admissions spent from leases (each token granted by Redis beforehand).
-    pub lease_allowed: u64,
-    /// Calls that failed (each one answered by the policy in [`RedisLimiter::check`]).
-    pub errors: u64,
-    /// Admissions made by the failure policy while Redis was unavailable.
-    pub policy_allowed: u64,
-    /// Denials made by the failure policy while Redis was unavailable.
-    pub policy_denied: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    redis_allowed: AtomicU64,
-    redis_denied: AtomicU64,
-    cache_denied: AtomicU64,
-    lease_allowed: AtomicU64,
-    errors: AtomicU64,
-    policy_allowed: AtomicU64,
-    policy_denied: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    // Relaxed: a statistic; nothing is ordered by it.
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Stop asking Redis after `threshold` failures in a row, for `pause`; then one probe.
-struct Breaker {
-    threshold: u32,
-    pause: u64,
-    /// Set while failures are being counted or the circuit is open; lets the success path
-    /// skip the lock. A stale `false` only delays a reset of the count to the next success.
-    troubled: AtomicBool,
-    state: Mutex<BreakerState>,
-}
-
-#[derive(Default)]
-struct BreakerState {
-    failures: u32,
-    /// While open: when the next probe may go (each probe moves it one pause on, so a probe
-    /// whose caller gave up never keeps the circuit shut).
-    open_until: Option<u64>,
-}
-
-impl Breaker {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BreakerState> {
-        match self.state.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-
-    /// Whether Redis may be asked now.
-    fn allows(&self, now: u64) -> bool {
-        // Relaxed: a hint; the decision is made under the lock.
-        if self.threshold == 0 || !self.troubled.load(Ordering::Relaxed) {
-            return true;
-        }
-        let mut s = self.lock();
-        match s.open_until {
-            None => true,
-            Some(t) if now >= t => {
-                s.open_until = Some(now.saturating_add(self.pause));
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
-    fn success(&self) {
-        // Relaxed: see `troubled`.
-        if self.threshold == 0 || !self.troubled.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut s = self.lock();
-        *s = BreakerState::default();
-        // Relaxed: written under the lock; readers only take it as a hint.
-        self.troubled.store(false, Ordering::Relaxed);
-    }
-
-    fn failure(&self, now: u64) {
-        if self.threshold == 0 {
-            return;
-        }
-        let mut s = self.lock();
-        // Relaxed: written under the lock; readers only take it as a hint.
-        self.troubled.store(true, Ordering::Relaxed);
-        s.failures = s.failures.saturating_add(1);
-        if s.failures >= self.threshold {
-            s.open_until = Some(now.saturating_add(self.pause));
-        }
-    }
-}
-
-enum LocalClock {
+pub(crate) enum LocalClock {
     Monotonic(MonotonicClock),
     Test(ManualClock),
 }
 
 impl LocalClock {
-    fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         match self {
             LocalClock::Monotonic(c) => c.now_nanos(),
             LocalClock::Test(c) => c.now_nanos(),
@@ -357,289 +34,28 @@ impl LocalClock {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     /// The connection; replaced by a fresh one after a `READONLY` reply (a demoted primary:
     /// the name it was reached by may lead to the new primary now).
-    conn: RwLock<Conn>,
+    pub(crate) conn: RwLock<Conn>,
     /// How to open that fresh connection (single server only; a cluster client refreshes its
     /// own slot map).
-    reopen: Option<(redis::Client, ConnectionManagerConfig)>,
-    algorithm: Algorithm,
-    quota: Quota,
-    plan: Plan,
-    script: Script,
-    suffixes: &'static [&'static str],
-    prefix: Vec<u8>,
-    timeout: Duration,
-    policy: FailurePolicy,
-    deny: Option<DenyCache>,
-    leases: Option<Leases>,
-    clock: LocalClock,
-    unit: Unit,
-    breaker: Breaker,
-    counters: Counters,
-}
-
-/// Settings of a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
-#[must_use = "a builder does nothing until `build().await`"]
-pub struct RedisLimiterBuilder {
-    target: Target,
-    algorithm: Algorithm,
-    quota: Quota,
-    prefix: Vec<u8>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    policy: FailurePolicy,
-    deny_cache: usize,
-    test_clock: Option<ManualClock>,
-    breaker: (u32, Duration),
-    leases: Option<(u64, Duration)>,
-}
-
-impl RedisLimiterBuilder {
-    /// The prefix of every key (default `tollgate`): keys are `{prefix:key}:alg`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), tollgate_redis::Error> {
-    /// use tollgate::{Algorithm, Quota};
-    /// let l = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .key_prefix("api:v1")
-    ///     .build()
-    ///     .await?;
-    /// # let _ = l; Ok(()) }
-    /// ```
-    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
-        self.prefix = prefix.as_ref().to_vec();
-        self
-    }
-
-    /// The deadline of each call (default 20 ms, whole milliseconds are enough): past it the
-    /// call returns [`Error::Timeout`] and [`RedisLimiter::check`] answers by the policy.
-    /// The `redis` crate's own defaults are seconds: far too long on a request's hot path.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
-    ///     .timeout(Duration::from_millis(5));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn timeout(mut self, deadline: Duration) -> Self {
-        self.timeout = deadline;
-        self
-    }
-
-    /// The deadline of the first connection in `build` (default 1 s).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
-    ///     .connect_timeout(Duration::from_millis(200));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn connect_timeout(mut self, deadline: Duration) -> Self {
-        self.connect_timeout = deadline;
-        self
-    }
-
-    /// What [`RedisLimiter::check`] answers when Redis cannot (default: fail closed, retry
-    /// after one second).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .failure_policy(tollgate_redis::FailurePolicy::FailOpen);
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// How many denied keys the local deny cache holds (default 10,000; 0 turns it off).
-    /// A key Redis denied until `t` is denied locally until `t` without a round trip.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .deny_cache(0);
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn deny_cache(mut self, max_keys: usize) -> Self {
-        self.deny_cache = max_keys;
-        self
-    }
-
-    /// After `failures` failed calls in a row, answer [`Error::CircuitOpen`] at once for
-    /// `pause`, then let one call probe Redis (default 5 failures, 250 ms; 0 turns it off).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .circuit_breaker(3, Duration::from_millis(100));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn circuit_breaker(mut self, failures: u32, pause: Duration) -> Self {
-        self.breaker = (failures, pause);
-        self
-    }
-
-    /// Token bucket only: when a request passes, take up to `size` tokens in the same call
-    /// and spend the rest here, without a round trip, for at most `lifetime` (tokens left
-    /// then lapse). Never more than the script granted; the admissions of any span
-    /// `[t0, t1]` are at most what the bucket admits in `[t0 - lifetime, t1]`. Off by default.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(10_000)?)
-    ///     .leases(20, Duration::from_millis(50));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn leases(mut self, size: u64, lifetime: Duration) -> Self {
-        self.leases = (size > 1).then_some((size, lifetime));
-        self
-    }
-
-    /// Send this clock's time instead of using Redis `TIME`, in nanoseconds: decisions are
-    /// then exactly the in-process limiter's for the same sequence, on a real server, with no
-    /// sleeping. For tests. Keys then live at least an hour of real time (real time passing
-    /// between calls must not expire state the test clock still counts).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, ManualClock, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::SlidingLog, Quota::per_second(5)?)
-    ///     .test_clock(ManualClock::new());
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn test_clock(mut self, clock: ManualClock) -> Self {
-        self.test_clock = Some(clock);
-        self
-    }
-
-    /// Checks the quota, connects, and loads the script.
-    ///
-    /// # Errors
-    /// [`Error::Quota`] if the script cannot represent the quota exactly (a period that is
-    /// not a whole number of microseconds, a token bucket whose capacity reaches 2^52
-    /// ticks); [`Error::Connection`] or [`Error::Timeout`] if Redis cannot be reached.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), tollgate_redis::Error> {
-    /// use tollgate::{Algorithm, Quota};
-    /// let l = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .build()
-    ///     .await?;
-    /// assert!(l.try_acquire("alice").await?.is_allowed());
-    /// # Ok(()) }
-    /// ```
-    pub async fn build(self) -> Result<RedisLimiter, Error> {
-        let unit = if self.test_clock.is_some() {
-            Unit::Nanos
-        } else {
-            Unit::Micros
-        };
-        let plan = plan(self.algorithm, &self.quota, unit)?;
-        if self.leases.is_some() && self.algorithm != Algorithm::TokenBucket {
-            return Err(Error::Unsupported(
-                "leases take tokens ahead: the token bucket only",
-            ));
-        }
-        let deadline = self.connect_timeout;
-        let connect = async {
-            match self.target {
-                Target::Server(client) => {
-                    let client = with_tcp_settings(client)?;
-                    let config = ConnectionManagerConfig::new()
-                        .set_connection_timeout(Some(deadline))
-                        .set_response_timeout(None)
-                        .set_number_of_retries(6)
-                        .set_min_delay(Duration::from_millis(50))
-                        .set_max_delay(Duration::from_secs(1));
-                    ConnectionManager::new_with_config(client.clone(), config.clone())
-                        .await
-                        .map(|c| (Conn::Server(c), Some((client, config))))
-                }
-                Target::Cluster(client) => client
-                    .get_async_connection()
-                    .await
-                    .map(|c| (Conn::Cluster(c), None)),
-                Target::Invalid(what) => Err(RedisError::from((
-                    ErrorKind::InvalidClientConfig,
-                    "invalid Redis target",
-                    what,
-                ))),
-            }
-        };
-        if self.prefix.iter().any(|&b| b == b'{' || b == b'}') {
-            return Err(Error::KeyPrefix(
-                String::from_utf8_lossy(&self.prefix).into_owned(),
-            ));
-        }
-        let (conn, reopen) = tokio::time::timeout(deadline, connect)
-            .await
-            .map_err(|_| Error::Timeout { after: deadline })?
-            .map_err(Error::Connection)?;
-        // Scripts read `TIME` and replicate by their effects: Redis 5 or later.
-        let info = redis::cmd("INFO").arg("server").clone();
-        let info = tokio::time::timeout(deadline, conn.query(&info))
-            .await
-            .map_err(|_| Error::Timeout { after: deadline })?
-            .map_err(classify)?;
-        if let Some(version) = server_version(&info) {
-            if version < (5, 0) {
-                return Err(Error::ServerTooOld {
-                    version: format!("{}.{}", version.0, version.1),
-                });
-            }
-        }
-        let (body, suffixes) = script_for(self.algorithm);
-        let script = Script::new(body);
-        let clock = match self.test_clock {
-            Some(c) => LocalClock::Test(c),
-            None => LocalClock::Monotonic(MonotonicClock::new()),
-        };
-        let limiter = RedisLimiter {
-            inner: Arc::new(Inner {
-                conn: RwLock::new(conn),
-                reopen,
-                algorithm: self.algorithm,
-                quota: self.quota,
-                plan,
-                script,
-                suffixes,
-                prefix: self.prefix,
-                timeout: self.timeout,
-                policy: self.policy,
-                deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-                leases: self.leases.map(|(size, life)| Leases::new(size, life)),
-                clock,
-                unit,
-                breaker: Breaker {
-                    threshold: self.breaker.0,
-                    pause: u64::try_from(self.breaker.1.as_nanos()).unwrap_or(u64::MAX),
-                    troubled: AtomicBool::new(false),
-                    state: Mutex::new(BreakerState::default()),
-                },
-                counters: Counters::default(),
-            }),
-        };
-        // Load the script where the keys live (on a cluster, EVALSHA reloads per node on demand).
-        let conn = limiter.inner.conn();
-        if let Conn::Server(_) = conn {
-            let load = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(limiter.inner.script.body)
-                .clone();
-            tokio::time::timeout(deadline, conn.query(&load))
-                .await
-                .map_err(|_| Error::Timeout { after: deadline })?
-                .map_err(Error::Connection)?;
-        }
-        Ok(limiter)
-    }
+    pub(crate) reopen: Option<(redis::Client, ConnectionManagerConfig)>,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) quota: Quota,
+    pub(crate) plan: Plan,
+    pub(crate) script: Script,
+    pub(crate) suffixes: &'static [&'static str],
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) timeout: Duration,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) deny: Option<DenyCache>,
+    pub(crate) leases: Option<Leases>,
+    pub(crate) clock: LocalClock,
+    pub(crate) unit: Unit,
+    /// One breaker, or one per cluster primary.
+    pub(crate) breakers: Breakers,
+    pub(crate) counters: Counters,
 }
 
 /// One of tollgate's four algorithms with its state on Redis: every instance that builds a
@@ -670,7 +86,7 @@ impl RedisLimiterBuilder {
 /// ```
 #[derive(Clone)]
 pub struct RedisLimiter {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for RedisLimiter {
@@ -698,21 +114,7 @@ impl RedisLimiter {
         algorithm: Algorithm,
         quota: Quota,
     ) -> RedisLimiterBuilder {
-        RedisLimiterBuilder {
-            target: target.into(),
-            algorithm,
-            quota,
-            prefix: b"tollgate".to_vec(),
-            timeout: Duration::from_millis(20),
-            connect_timeout: Duration::from_secs(1),
-            policy: FailurePolicy::FailClosed {
-                retry_after: Duration::from_secs(1),
-            },
-            deny_cache: 10_000,
-            test_clock: None,
-            breaker: (5, Duration::from_millis(250)),
-            leases: None,
-        }
+        RedisLimiterBuilder::new(target.into(), algorithm, quota)
     }
 
     /// Asks for one unit for `key` (any bytes: empty, binary, with braces).
@@ -987,7 +389,9 @@ impl RedisLimiter {
             return Ok((d, Source::Lease));
         }
         let lease = leases.map_or(0, |l| l.size);
-        let result = self.ask(key, n, plan, now, lease).await;
+        let keys = self.keys(key);
+        let breaker = inner.breakers.of(hash_tag(&keys[0]));
+        let result = self.ask(&keys, &breaker, n, plan, now, lease).await;
         if let (Ok((d, Some(taken))), Some(l)) = (&result, leases) {
             if d.is_allowed() {
                 l.keep(key, taken.saturating_sub(n), now, d);
@@ -996,7 +400,8 @@ impl RedisLimiter {
         let result = result.map(|(d, _)| d);
         match &result {
             Ok(d) => {
-                inner.breaker.success();
+                breaker.success();
+                self.read_map_if_due(now, MAP_EVERY);
                 bump(if d.is_allowed() {
                     &c.redis_allowed
                 } else {
@@ -1012,20 +417,43 @@ impl RedisLimiter {
             Err(e) => {
                 bump(&c.errors);
                 if e.is_unavailable() {
-                    inner.breaker.failure(inner.clock.now());
+                    let now = inner.clock.now();
+                    breaker.failure(now);
+                    // A dead or moved primary: the slots may be served elsewhere now.
+                    self.read_map_if_due(now, MAP_EVERY_IN_TROUBLE);
                 } else {
-                    inner.breaker.success();
+                    breaker.success();
                 }
             }
         }
         result.map(|d| (d, Source::Redis))
     }
 
+    /// On a cluster, reads the slot map again (in the background) if it was last read `every`
+    /// ns ago or more: each primary's breaker then serves the slots that primary holds now.
+    fn read_map_if_due(&self, now: u64, every: u64) {
+        if self.inner.breakers.map_due(now, every) {
+            let limiter = self.clone();
+            tokio::spawn(async move { limiter.read_map().await });
+        }
+    }
+
+    /// Reads the cluster's slot map (`CLUSTER SLOTS`) into the breakers, within
+    /// [`MAP_DEADLINE`]; a failed read changes nothing (the next one is due soon).
+    pub(crate) async fn read_map(&self) {
+        let cmd = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let conn = self.inner.conn();
+        if let Ok(Ok(reply)) = tokio::time::timeout(MAP_DEADLINE, conn.query(&cmd)).await {
+            self.inner.breakers.read_map(&reply);
+        }
+    }
+
     /// One script call: EVALSHA, and EVAL (which reloads the script) if Redis lost it
     /// (a restart, a failover, `SCRIPT FLUSH`).
     async fn ask(
         &self,
-        key: &[u8],
+        keys: &[Vec<u8>],
+        breaker: &Breaker,
         n: u64,
         plan: &Plan,
         now: u64,
@@ -1037,13 +465,12 @@ impl RedisLimiter {
             Unit::Nanos => now.to_string(),
             Unit::Micros => String::new(),
         };
-        if !inner.breaker.allows(inner.clock.now()) {
+        if !breaker.allows(inner.clock.now()) {
             return Err(Error::CircuitOpen);
         }
-        let keys = self.keys(key);
         let mut args = redis::Cmd::new();
         args.arg(keys.len())
-            .arg(&keys)
+            .arg(keys)
             .arg(n.min(plan.capacity + 1))
             .arg(time)
             .arg(&plan.args[..plan.arity]);
@@ -1076,7 +503,7 @@ impl RedisLimiter {
 
 impl Inner {
     /// The current connection (a cheap clone of a shared, multiplexed one).
-    fn conn(&self) -> Conn {
+    pub(crate) fn conn(&self) -> Conn {
         match self.conn.read() {
             Ok(c) => c.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
@@ -1099,35 +526,22 @@ impl Inner {
     }
 }
 
-/// `TCP_NODELAY` (a check is one small write: never held back for the next one) and keepalive
-/// probes after 30 s idle (a peer gone without a FIN is found), unless the client's own
-/// settings already ask for keepalive.
-fn with_tcp_settings(client: redis::Client) -> redis::RedisResult<redis::Client> {
-    let info = client.get_connection_info().clone();
-    let mut tcp = info.tcp_settings().clone().set_nodelay(true);
-    if tcp.keepalive().is_none() {
-        tcp = tcp.set_keepalive(
-            redis::io::tcp::socket2::TcpKeepalive::new().with_time(Duration::from_secs(30)),
-        );
-    }
-    redis::Client::open(info.set_tcp_settings(tcp))
-}
+/// How often a cluster's slot map is read again while calls succeed (ns of the local clock).
+const MAP_EVERY: u64 = 10_000_000_000;
+/// How often at most while calls fail: a failover moves slots within seconds.
+const MAP_EVERY_IN_TROUBLE: u64 = 500_000_000;
+/// The deadline of one read of the slot map.
+const MAP_DEADLINE: Duration = Duration::from_secs(1);
 
-/// `(major, minor)` from an `INFO server` reply's `redis_version`.
-fn server_version(info: &Value) -> Option<(u32, u32)> {
-    let text = match info {
-        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::VerbatimString { text, .. } => text.clone(),
-        Value::SimpleString(s) => s.clone(),
-        _ => return None,
-    };
-    let v = text
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))?;
-    let mut parts = v.trim().split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-    Some((major, minor))
+/// The hash tag of one of our keys (`{tag}suffix`): the bytes between the first `{` and the
+/// first `}` after it, which decide the key's cluster slot.
+fn hash_tag(key: &[u8]) -> &[u8] {
+    let open = key.iter().position(|&b| b == b'{').map_or(0, |i| i + 1);
+    let close = key[open..]
+        .iter()
+        .position(|&b| b == b'}')
+        .map_or(key.len(), |i| open + i);
+    &key[open..close]
 }
 
 /// Runs `calls` together, first polled in order (so on one connection they are sent, and run
@@ -1163,150 +577,4 @@ fn with_args(mut head: Cmd, args: &Cmd) -> Cmd {
         }
     }
     head
-}
-
-/// The server error codes that say Redis cannot serve now, not that the script is wrong.
-const OUTAGE_CODES: [&str; 7] = [
-    "LOADING",
-    "BUSY",
-    "OOM",
-    "READONLY",
-    "MASTERDOWN",
-    "CLUSTERDOWN",
-    "TRYAGAIN",
-];
-
-/// An outage (the connection's, or a server that cannot serve now), or a script's own error
-/// (a server error reply), or a reply that is not the script's.
-fn classify(e: RedisError) -> Error {
-    if e.code().is_some_and(|c| OUTAGE_CODES.contains(&c)) {
-        return Error::Unavailable(e);
-    }
-    match e.kind() {
-        ErrorKind::Server(_) | ErrorKind::Extension => Error::Script(e),
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::BadReply(e.to_string()),
-        _ => Error::Connection(e),
-    }
-}
-
-/// The script's five integers as a decision, times converted from the script's unit to ns;
-/// and a sixth, the units taken, after an admission with a lease. The scripts reply with one
-/// string of space-separated integers; an array of integers is read the same.
-fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error> {
-    let bad = || Error::BadReply(format!("{reply:?}"));
-    let mut v = [0i64; 6];
-    let mut len = 0;
-    match reply {
-        Value::BulkString(bytes) => {
-            let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
-            for word in text.split(' ') {
-                let slot = v.get_mut(len).ok_or_else(bad)?;
-                *slot = word.parse().map_err(|_| bad())?;
-                len += 1;
-            }
-        }
-        Value::Array(items) if items.len() <= 6 => {
-            for (slot, item) in v.iter_mut().zip(items) {
-                let Value::Int(i) = item else {
-                    return Err(bad());
-                };
-                *slot = *i;
-            }
-            len = items.len();
-        }
-        _ => return Err(bad()),
-    }
-    if len != 5 && len != 6 {
-        return Err(bad());
-    }
-    let [allowed, remaining, retry, reset, exceeds, taken] = v;
-    if remaining < 0 || reset < 0 || retry < -1 || taken < 0 {
-        return Err(bad());
-    }
-    let ns = |units: i64| Duration::from_nanos((units as u64).saturating_mul(unit.nanos()));
-    let d = Decision::from_parts(
-        allowed == 1,
-        remaining as u64,
-        (retry >= 0).then(|| ns(retry)),
-        ns(reset),
-        exceeds == 1,
-    );
-    Ok((d, (len == 6).then_some(taken as u64)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replies_map_onto_decisions_in_nanoseconds() {
-        let reply = Value::Array(vec![
-            Value::Int(0),
-            Value::Int(2),
-            Value::Int(1_500),
-            Value::Int(3_000),
-            Value::Int(0),
-        ]);
-        let (d, taken) = decision(&reply, Unit::Micros).unwrap();
-        assert_eq!(taken, None);
-        let text = Value::BulkString(b"0 2 1500 3000 0".to_vec());
-        assert_eq!(decision(&text, Unit::Micros).unwrap(), (d, None));
-        assert!(!d.is_allowed() && !d.exceeds_capacity());
-        assert_eq!(d.remaining(), 2);
-        assert_eq!(d.retry_after(), Some(Duration::from_micros(1_500)));
-        assert_eq!(d.reset_after(), Duration::from_millis(3));
-    }
-
-    #[test]
-    fn malformed_replies_are_typed_errors() {
-        for reply in [
-            Value::Nil,
-            Value::Array(vec![Value::Int(1); 4]),
-            Value::Array(vec![Value::Int(-5); 5]),
-            Value::Array(vec![Value::Nil; 5]),
-            Value::BulkString(b"1 2 3".to_vec()),
-            Value::BulkString(b"1 2 x 4 5".to_vec()),
-            Value::BulkString(b"1 -2 3 4 5".to_vec()),
-            Value::BulkString(b"1 2 3 4 5 6 7".to_vec()),
-        ] {
-            assert!(matches!(
-                decision(&reply, Unit::Nanos),
-                Err(Error::BadReply(_))
-            ));
-        }
-    }
-
-    #[test]
-    fn server_versions_are_read_from_info() {
-        let info = |v: &str| {
-            Value::BulkString(
-                format!("# Server\r\nredis_version:{v}\r\nredis_mode:standalone\r\n").into_bytes(),
-            )
-        };
-        assert_eq!(server_version(&info("7.0.15")), Some((7, 0)));
-        assert_eq!(server_version(&info("4.0.9")), Some((4, 0)));
-        assert_eq!(server_version(&Value::Nil), None);
-    }
-
-    #[test]
-    fn the_breaker_opens_after_the_threshold_and_probes_once() {
-        let b = Breaker {
-            threshold: 2,
-            pause: 100,
-            troubled: AtomicBool::new(false),
-            state: Mutex::new(BreakerState::default()),
-        };
-        assert!(b.allows(0));
-        b.failure(0);
-        assert!(b.allows(1));
-        b.failure(1);
-        assert!(!b.allows(50));
-        assert!(b.allows(101)); // the probe
-        assert!(!b.allows(102)); // only one
-        b.failure(102); // the probe failed: open again
-        assert!(!b.allows(150));
-        assert!(b.allows(202));
-        b.success();
-        assert!(b.allows(203) && b.allows(204));
-    }
 }

@@ -44,20 +44,12 @@ pub(crate) struct Plan {
     pub(crate) capacity: u64,
 }
 
-const fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        let t = a % b;
-        a = b;
-        b = t;
-    }
-    a
-}
-
 /// The script arguments for `quota` under `algorithm`, counting time in `unit`.
 ///
 /// The same arithmetic as the in-process limiters, in `unit` instead of nanoseconds: the
-/// token bucket's interval in ticks of `1/scale` unit (`scale ≤ 32`, rounded up when the rate
-/// is not exact: never toward more admissions), the windows' lengths in whole units.
+/// token bucket's interval in ticks of `1/scale` unit from [`Quota::token_interval`]
+/// (`scale ≤ 32`, rounded up when the rate is not exact: never toward more admissions), the
+/// windows' lengths in whole units.
 pub(crate) fn plan(algorithm: Algorithm, quota: &Quota, unit: Unit) -> Result<Plan, QuotaError> {
     let (limit, burst) = (quota.limit(), quota.burst());
     let period_ns = u64::try_from(quota.period().as_nanos()).unwrap_or(u64::MAX);
@@ -78,12 +70,11 @@ pub(crate) fn plan(algorithm: Algorithm, quota: &Quota, unit: Unit) -> Result<Pl
     }
     match algorithm {
         Algorithm::TokenBucket => {
-            let scale = (limit / gcd(limit, period)).min(32);
-            let ticks = u128::from(period) * u128::from(scale);
-            if ticks < u128::from(limit) {
-                return Err(too_fine);
-            }
-            let interval = ticks.div_ceil(u128::from(limit));
+            // The in-process bucket's arithmetic, in the script's unit.
+            let (interval, scale) = quota
+                .token_interval(Duration::from_nanos(unit.nanos()))
+                .ok_or(too_fine)?;
+            let interval = u128::from(interval);
             // capacity + one interval: the most a cost that exceeds capacity adds.
             let max_burst = (u128::from(MAX_SAFE) / interval).saturating_sub(1);
             if u128::from(burst) > max_burst {
@@ -94,7 +85,7 @@ pub(crate) fn plan(algorithm: Algorithm, quota: &Quota, unit: Unit) -> Result<Pl
             }
             let interval = interval as u64;
             Ok(Plan {
-                args: [interval, interval * burst, scale],
+                args: [interval, interval * burst, u64::from(scale)],
                 arity: 3,
                 capacity: burst,
             })

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: PathBuf,
     extra: Vec<String>,
+    /// Arguments `redis-cli` needs to talk to this server (TLS).
+    cli_extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -56,6 +58,34 @@ impl RedisServer {
     }
 
     pub fn start_with(port: u16, extra: Vec<String>) -> RedisServer {
+        RedisServer::start_full(port, extra, Vec::new())
+    }
+
+    /// A server that speaks TLS only (`--port 0`, `--tls-port` a free port) with the
+    /// certificate `cert` and its key `key`, clients not asked for certificates; the harness's
+    /// `redis-cli` trusts `ca`.
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> RedisServer {
+        let port = free_port(false);
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        let extra = [
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+            "--tls-cert-file".into(),
+            path(cert),
+            "--tls-key-file".into(),
+            path(key),
+            "--tls-ca-cert-file".into(),
+            path(ca),
+            "--tls-auth-clients".into(),
+            "no".into(),
+        ];
+        let cli = vec!["--tls".into(), "--cacert".into(), path(ca)];
+        RedisServer::start_full(port, extra.to_vec(), cli)
+    }
+
+    fn start_full(port: u16, extra: Vec<String>, cli_extra: Vec<String>) -> RedisServer {
         require("redis-server");
         require("redis-cli");
         let dir =
@@ -66,6 +96,7 @@ impl RedisServer {
             child: None,
             dir,
             extra,
+            cli_extra,
         };
         s.spawn();
         s
@@ -111,6 +142,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.cli_extra)
             .args(args)
             .output()
             .expect("run redis-cli");
@@ -152,6 +184,56 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// This cluster node's id.
+    pub fn id(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_owned()
+    }
+
+    /// Whether this cluster node owns `slot` now (by its own `CLUSTER NODES` line).
+    pub fn serves(&self, slot: u16) -> bool {
+        let nodes = self.cli(&["CLUSTER", "NODES"]);
+        let Some(me) = nodes.lines().find(|l| l.contains("myself")) else {
+            return false;
+        };
+        me.split(' ').skip(8).any(|r| {
+            let mut ends = r.split('-');
+            match (ends.next().and_then(|a| a.parse::<u16>().ok()), ends.next()) {
+                (Some(a), Some(b)) => b.parse::<u16>().is_ok_and(|b| (a..=b).contains(&slot)),
+                (Some(a), None) => a == slot,
+                _ => false,
+            }
+        })
+    }
+
+    /// A field of `INFO replication`.
+    pub fn replication(&self, field: &str) -> Option<String> {
+        let info = self.cli(&["INFO", "replication"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .map(|v| v.trim().to_owned())
+    }
+}
+
+/// Waits (bounded) until `replica`'s link to `primary` is up and it has every write the
+/// primary has.
+pub fn wait_synced(primary: &RedisServer, replica: &RedisServer) {
+    let start = Instant::now();
+    loop {
+        let up = replica.replication("master_link_status").as_deref() == Some("up");
+        let theirs = primary.replication("master_repl_offset");
+        let ours = replica.replication("slave_repl_offset");
+        if up && theirs.is_some() && theirs == ours {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "replica not synced: {theirs:?} {ours:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         if let Some(child) = &self.child {
@@ -170,26 +252,37 @@ pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
+/// A node's arguments: cluster mode, its own config file, a 2 s node timeout, and `extra`.
+fn cluster_node(port: u16, extra: &[&str]) -> RedisServer {
+    let mut args: Vec<String> = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        &format!("nodes-{port}.conf"),
+        "--cluster-node-timeout",
+        "2000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    RedisServer::start_with(port, args)
+}
+
 impl RedisCluster {
     pub fn start() -> RedisCluster {
+        RedisCluster::start_with(&[])
+    }
+
+    /// Three primaries, each started with `extra` arguments too.
+    pub fn start_with(extra: &[&str]) -> RedisCluster {
         let mut nodes: Vec<RedisServer> = Vec::new();
         while nodes.len() < 3 {
             let port = free_port(true);
             if nodes.iter().any(|n| n.port == port) {
                 continue;
             }
-            let conf = format!("nodes-{port}.conf");
-            nodes.push(RedisServer::start_with(
-                port,
-                vec![
-                    "--cluster-enabled".into(),
-                    "yes".into(),
-                    "--cluster-config-file".into(),
-                    conf,
-                    "--cluster-node-timeout".into(),
-                    "2000".into(),
-                ],
-            ));
+            nodes.push(cluster_node(port, extra));
         }
         let addrs: Vec<String> = nodes
             .iter()
@@ -223,6 +316,42 @@ impl RedisCluster {
             std::thread::sleep(Duration::from_millis(50));
         }
         RedisCluster { nodes }
+    }
+
+    /// A new node, started with `extra` too, joined as a replica of `nodes[primary]` and
+    /// synced (its link up, its offset the primary's).
+    pub fn add_replica(&self, primary: usize, extra: &[&str]) -> RedisServer {
+        let port = loop {
+            let p = free_port(true);
+            if self.nodes.iter().all(|n| n.port != p) {
+                break p;
+            }
+        };
+        let replica = cluster_node(port, extra);
+        let p = &self.nodes[primary];
+        replica.cli(&["CLUSTER", "MEET", "127.0.0.1", &p.port.to_string()]);
+        let id = p.id();
+        let start = Instant::now();
+        // The replica must know the primary before it can follow it.
+        while replica.cli(&["CLUSTER", "REPLICATE", &id]).trim() != "OK" {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "CLUSTER REPLICATE refused"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        wait_synced(p, &replica);
+        replica
+    }
+
+    /// Index of the node that serves `key`'s slot.
+    pub fn node_of(&self, key: &str) -> usize {
+        let slot = self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]);
+        let slot: u16 = slot.trim().parse().expect("a slot");
+        self.nodes
+            .iter()
+            .position(|n| n.serves(slot))
+            .expect("a node serves every slot")
     }
 
     pub fn urls(&self) -> Vec<String> {
