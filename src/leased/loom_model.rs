@@ -2,7 +2,8 @@
 //! (`loom-tests/tests/leased.rs`): each model thread owns its [`LeaseHolder`] by `&mut`,
 //! exactly as a thread owns its slot.
 
-use super::{Holder, Lease, Planted, Shared};
+use super::planted::{Mutant, Planted};
+use super::{Holder, Lease, Shared};
 use crate::algo::token_bucket::TokenBucket;
 use crate::clock::ManualClock;
 use crate::decision::Decision;
@@ -42,7 +43,7 @@ impl LeaseHolder {
 
 /// A leased bucket on a manual clock, with an optional planted bug.
 pub struct LeaseModel {
-    shared: Shared<ManualClock>,
+    shared: Mutant<ManualClock>,
 }
 
 impl LeaseModel {
@@ -55,9 +56,10 @@ impl LeaseModel {
         clock: ManualClock,
         planted: Planted,
     ) -> Self {
-        let mut shared = Shared::new(TokenBucket::with_clock(quota, clock), lease, share);
-        shared.planted = planted;
-        LeaseModel { shared }
+        let shared = Shared::new(TokenBucket::with_clock(quota, clock), lease, share);
+        LeaseModel {
+            shared: Mutant::new(shared, planted),
+        }
     }
 
     /// One request through `h`.

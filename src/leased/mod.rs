@@ -46,11 +46,13 @@ mod lease;
 #[cfg(tollgate_loom)]
 pub mod loom_model;
 mod plan;
+#[cfg(tollgate_loom)]
+mod planted;
 mod shared;
 
 pub use lease::{Lease, LeaseError};
 #[cfg(tollgate_loom)]
-pub use shared::Planted;
+pub use planted::Planted;
 use shared::{Holder, Home, Shared};
 
 /// One thread's lease on one limiter, found by the limiter's address (its `Arc` keeps the

@@ -70,20 +70,6 @@ pub(crate) fn plan(p: &GcraParams, tat: u64, now_ns: u64, ask: Ask) -> Plan {
     }
 }
 
-/// [`plan`] with the give-back clamp missing (the [`Planted::UnclampedGiveBack`] bug): the
-/// word moves back by everything handed in, and may fall below `now`.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(super) fn unclamped(p: &GcraParams, tat: u64, now_ns: u64, ask: Ask) -> Plan {
-    let base = tat.saturating_sub(ask.give * p.interval);
-    let mut step = plan(p, base, now_ns, Ask { give: 0, ..ask });
-    step.base = base;
-    step.credited = ask.give;
-    if step.write.is_none() {
-        step.write = Some(base);
-    }
-    step
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

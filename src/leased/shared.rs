@@ -4,37 +4,12 @@
 use crossbeam_utils::CachePadded;
 
 use super::lease::Lease;
-use super::plan::{plan, unclamped, Ask, Plan};
+use super::plan::{plan, Ask, Plan};
 use crate::algo::token_bucket::{decide, Gcra, TokenBucket};
 use crate::algo::Core;
 use crate::clock::{duration_to_nanos, Clock};
 use crate::decision::Decision;
 use crate::sync::{AtomicU64, Ordering};
-
-/// A planted bug, for the loom models to catch (`tollgate::__loom`); `None` in every build
-/// but the models'.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub enum Planted {
-    /// The real protocol.
-    None,
-    /// The spend test admits when `left + 1 ≥ n` (the `<=`-for-`<` slip of batched
-    /// consumption): one spend from an empty lease.
-    SpendOffByOne,
-    /// The give-back credits all it is handed, even to a full bucket.
-    UnclampedGiveBack,
-    /// A grant parks all it took, the request's own `n` included: `n` is spent twice.
-    GrantKeepsRequest,
-    /// The reservation is a load and a store, not a compare-exchange: racing grants lose
-    /// each other's reservations and exceed the cap.
-    ReserveLoadStore,
-    /// The spend's clock check ignores the lease's expiry: a lease is spent from past its
-    /// `ttl`.
-    TtlIgnored,
-    /// A grant counts `clock_every` spends before the next clock read instead of
-    /// `clock_every − 1`: one spend more past the `ttl` than the policy says.
-    ClockEveryOffByOne,
-}
 
 /// One thread's lease on one limiter. Written only by its owner.
 #[derive(Clone, Copy, Debug, Default)]
@@ -66,8 +41,6 @@ pub(crate) struct Shared<C> {
     pub(super) bypass: u64,
     /// A grant takes at most `available / share` tokens: `2 × available_parallelism`.
     pub(super) share: u64,
-    #[cfg(tollgate_loom)]
-    pub(super) planted: Planted,
 }
 
 impl<C: Clock> Shared<C> {
@@ -78,17 +51,7 @@ impl<C: Clock> Shared<C> {
             bypass: lease.bypass_above(),
             lease,
             share: share.max(1),
-            #[cfg(tollgate_loom)]
-            planted: Planted::None,
         }
-    }
-
-    #[inline(always)]
-    pub(super) fn planted(&self, _bug: Planted) -> bool {
-        #[cfg(tollgate_loom)]
-        return self.planted == _bug;
-        #[cfg(not(tollgate_loom))]
-        false
     }
 
     #[inline]
@@ -104,9 +67,6 @@ impl<C: Clock> Shared<C> {
     /// The spend test: may `n` come out of a lease holding `left`?
     #[inline(always)]
     pub(super) fn covers(&self, left: u64, n: u64) -> bool {
-        if self.planted(Planted::SpendOffByOne) {
-            return left + 1 >= n;
-        }
         left >= n
     }
 
@@ -116,8 +76,7 @@ impl<C: Clock> Shared<C> {
         if n != 0 && n <= self.bypass && self.covers(h.left, n) {
             if h.until_check == 0 {
                 let now = self.now();
-                if now < h.granted_at || (now >= h.expires_at && !self.planted(Planted::TtlIgnored))
-                {
+                if now < h.granted_at || now >= h.expires_at {
                     return self.renew(h, now, n);
                 }
                 h.until_check = self.lease.clock_every - 1;
@@ -154,16 +113,11 @@ impl<C: Clock> Shared<C> {
             h.spent = 0;
             decide(p, plan.base, now, n).0
         } else {
-            h.left = if self.planted(Planted::GrantKeepsRequest) {
-                plan.taken
-            } else {
-                plan.taken - n
-            };
+            h.left = plan.taken - n;
             h.spent = n;
             h.granted_at = now;
             h.expires_at = now.saturating_add(self.lease.ttl_ns);
-            h.until_check =
-                self.lease.clock_every - u32::from(!self.planted(Planted::ClockEveryOffByOne));
+            h.until_check = self.lease.clock_every - 1;
             let after = decide(p, plan.base, now, plan.taken).0;
             h.level = after.remaining();
             h.reset_ns = duration_to_nanos(after.reset_after());
@@ -203,11 +157,7 @@ impl<C: Clock> Shared<C> {
         };
         let mut tat = core.state.load(Ordering::Relaxed);
         loop {
-            let step = if self.planted(Planted::UnclampedGiveBack) && give > 0 {
-                unclamped(p, tat, now, ask)
-            } else {
-                plan(p, tat, now, ask)
-            };
+            let step = plan(p, tat, now, ask);
             let Some(new) = step.write else {
                 return step;
             };
@@ -231,11 +181,6 @@ impl<C: Clock> Shared<C> {
             let got = want.min(cap.saturating_sub(cur));
             if got == 0 {
                 return 0;
-            }
-            if self.planted(Planted::ReserveLoadStore) {
-                // Relaxed: the planted bug is the missing read-modify-write, not the ordering.
-                self.reserved.store(cur + got, Ordering::Relaxed);
-                return got;
             }
             // Relaxed: as the load above.
             match self.reserved.compare_exchange_weak(
