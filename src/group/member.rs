@@ -33,8 +33,8 @@ pub(super) enum Rule {
 /// use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 /// let global = Arc::new(Member::token_bucket(Quota::per_second(100)?));
 /// let clock = ManualClock::new();
-/// let alice = Limits::new(clock.clone(), [Arc::new(Member::token_bucket(Quota::per_second(5)?)), global.clone()])?;
-/// let bob = Limits::new(clock.clone(), [Arc::new(Member::token_bucket(Quota::per_second(5)?)), global])?;
+/// let alice = Limits::try_new(clock.clone(), [Arc::new(Member::token_bucket(Quota::per_second(5)?)), global.clone()])?;
+/// let bob = Limits::try_new(clock.clone(), [Arc::new(Member::token_bucket(Quota::per_second(5)?)), global])?;
 /// assert!(alice.try_acquire().is_allowed() && bob.try_acquire().is_allowed());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -104,7 +104,7 @@ impl Member {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
     /// let clock = ManualClock::new();
-    /// let g = Limits::new(clock.clone(), [Arc::new(Member::sliding_window(Quota::per_second(4)?))])?;
+    /// let g = Limits::try_new(clock.clone(), [Arc::new(Member::sliding_window(Quota::per_second(4)?))])?;
     /// clock.set(Duration::from_millis(900));
     /// assert_eq!((0..6).filter(|_| g.try_acquire().is_allowed()).count(), 4);
     /// clock.set(Duration::from_millis(1_100)); // a fixed window would be empty again
@@ -363,7 +363,7 @@ mod tests {
     fn sliding(clock: &ManualClock) -> (Arc<Member>, Limits<ManualClock>) {
         let m = Member::try_sliding_window_with_slots(Quota::per_second(4).unwrap(), 2).unwrap();
         let m = Arc::new(m);
-        (m.clone(), Limits::new(clock.clone(), [m]).unwrap())
+        (m.clone(), Limits::try_new(clock.clone(), [m]).unwrap())
     }
 
     /// One charge of `n` as a check makes it: (the head replaced, the head written).
@@ -459,7 +459,7 @@ mod tests {
         let outcome = |plant: Plant, later: u64| {
             let clock = ManualClock::new();
             let m = Arc::new(Member::token_bucket(bucket));
-            let g = Limits::new(clock.clone(), [m.clone()]).unwrap();
+            let g = Limits::try_new(clock.clone(), [m.clone()]).unwrap();
             let (replaced, wrote) = charge(&m, &g, 1);
             clock.set(Duration::from_millis(later));
             let _ = charge(&m, &g, 1);
@@ -486,7 +486,7 @@ mod tests {
         // instead of borrowing from the window number.
         let clock = ManualClock::new();
         let m = Arc::new(Member::fixed_window(Quota::per_second(5).unwrap()));
-        let g = Limits::new(clock.clone(), [m.clone()]).unwrap();
+        let g = Limits::try_new(clock.clone(), [m.clone()]).unwrap();
         let (replaced, wrote) = charge(&m, &g, 2);
         assert_eq!(g.refund(5), 2);
         m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);

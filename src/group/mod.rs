@@ -103,7 +103,7 @@ pub const MAX_MEMBERS: usize = 8;
 /// ```
 /// use tollgate::{Limits, LimitsError, ManualClock, Member};
 /// let none: [std::sync::Arc<Member>; 0] = [];
-/// assert_eq!(Limits::new(ManualClock::new(), none).unwrap_err(), LimitsError::Empty);
+/// assert_eq!(Limits::try_new(ManualClock::new(), none).unwrap_err(), LimitsError::Empty);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -146,7 +146,7 @@ impl std::error::Error for LimitsError {}
 /// let clock = ManualClock::new();
 /// let per_second = Arc::new(Member::token_bucket(Quota::per_second(5)?));
 /// let per_minute = Arc::new(Member::fixed_window(Quota::per_minute(8)?));
-/// let limits = Limits::new(clock.clone(), [per_second, per_minute])?;
+/// let limits = Limits::try_new(clock.clone(), [per_second, per_minute])?;
 ///
 /// assert_eq!((0..10).filter(|_| limits.try_acquire().is_allowed()).count(), 5);
 /// clock.advance(Duration::from_secs(1));
@@ -242,11 +242,11 @@ impl<C: Clock> Limits<C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::{Limits, ManualClock, Member, Quota};
-    /// let one = Limits::new(ManualClock::new(), [Arc::new(Member::fixed_window(Quota::per_second(1)?))])?;
+    /// let one = Limits::try_new(ManualClock::new(), [Arc::new(Member::fixed_window(Quota::per_second(1)?))])?;
     /// assert_eq!(one.members().len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(
+    pub fn try_new(
         clock: C,
         members: impl IntoIterator<Item = Arc<Member>>,
     ) -> Result<Limits<C>, LimitsError> {
@@ -277,7 +277,7 @@ impl<C: Clock> Limits<C> {
     /// use std::sync::Arc;
     /// use tollgate::{Limits, ManualClock, Member, Quota};
     /// let m = Arc::new(Member::token_bucket(Quota::per_second(1)?));
-    /// let g = Limits::new(ManualClock::new(), [m.clone()])?;
+    /// let g = Limits::try_new(ManualClock::new(), [m.clone()])?;
     /// assert!(Arc::ptr_eq(&g.members()[0], &m));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -291,7 +291,7 @@ impl<C: Clock> Limits<C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::{Limits, ManualClock, Member, Quota};
-    /// let g = Limits::new(ManualClock::new(), [
+    /// let g = Limits::try_new(ManualClock::new(), [
     ///     Arc::new(Member::token_bucket(Quota::per_second(10)?)),
     ///     Arc::new(Member::token_bucket(Quota::per_second(3)?)),
     /// ])?;
@@ -391,7 +391,7 @@ impl<C: Clock> Limits<C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
-    /// let g = Limits::new(ManualClock::new(), [
+    /// let g = Limits::try_new(ManualClock::new(), [
     ///     Arc::new(Member::token_bucket(Quota::per_second(10)?)),
     ///     Arc::new(Member::fixed_window(Quota::per_second(3)?)),
     /// ])?;
@@ -520,7 +520,7 @@ fn planted<C: Clock>(
     members: impl IntoIterator<Item = Arc<Member>>,
     plant: Plant,
 ) -> Limits<C> {
-    let mut g = Limits::new(clock, members).expect("a model's group has 1 to 8 members");
+    let mut g = Limits::try_new(clock, members).expect("a model's group has 1 to 8 members");
     g.plant = plant;
     g
 }

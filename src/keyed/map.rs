@@ -58,7 +58,7 @@ pub(super) struct Bound {
 /// let free = Quota::per_second(5)?;
 /// let pro = Quota::per_second(50)?;
 /// let clock = ManualClock::new();
-/// let users = KeyedLimiter::<String, _>::with_clock(Algorithm::TokenBucket, free, clock.clone())?;
+/// let users = KeyedLimiter::<String, _>::try_with_clock(Algorithm::TokenBucket, free, clock.clone())?;
 ///
 /// let alice = (0..10).filter(|_| users.try_acquire("alice").is_allowed()).count();
 /// let carol = (0..60).filter(|_| users.try_acquire_with("carol", &pro).is_allowed()).count();
@@ -128,11 +128,11 @@ impl<K: Hash + Eq> KeyedLimiter<K> {
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, Quota};
-    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::new(Algorithm::TokenBucket, Quota::per_second(100)?)?;
+    /// let per_ip = KeyedLimiter::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(100)?)?;
     /// assert!(per_ip.try_acquire(&"10.0.0.1".parse().unwrap()).is_allowed());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(algorithm: Algorithm, quota: Quota) -> Result<Self, QuotaError> {
+    pub fn try_new(algorithm: Algorithm, quota: Quota) -> Result<Self, QuotaError> {
         KeyedLimiter::builder(algorithm, quota).build()
     }
 
@@ -166,11 +166,15 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::SlidingWindow, Quota::per_second(2)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::SlidingWindow, Quota::per_second(2)?, ManualClock::new())?;
     /// assert!(l.try_acquire(&1).is_allowed());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn with_clock(algorithm: Algorithm, quota: Quota, clock: C) -> Result<Self, QuotaError> {
+    pub fn try_with_clock(
+        algorithm: Algorithm,
+        quota: Quota,
+        clock: C,
+    ) -> Result<Self, QuotaError> {
         KeyedLimiter::builder(algorithm, quota).build_with_clock(clock)
     }
 }
@@ -186,7 +190,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<&str, _>::try_with_clock(Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?;
     /// assert!(l.try_acquire(&"alice").is_allowed());
     /// assert!(!l.try_acquire(&"alice").is_allowed());
     /// assert!(l.try_acquire(&"bob").is_allowed()); // every key has its own limiter
@@ -206,7 +210,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(10)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(10)?, ManualClock::new())?;
     /// assert!(l.try_acquire_n(&9, 7).is_allowed());
     /// assert!(!l.try_acquire_n(&9, 4).is_allowed());
     /// assert!(l.try_acquire_n(&9, 11).exceeds_capacity());
@@ -235,7 +239,7 @@ where
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
     /// let (free, pro) = (Quota::per_second(5)?, Quota::per_second(50)?);
-    /// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::SlidingLog, free, ManualClock::new())?;
+    /// let l = KeyedLimiter::<&str, _>::try_with_clock(Algorithm::SlidingLog, free, ManualClock::new())?;
     /// let pro_passed = (0..60).filter(|_| l.try_acquire_with(&"carol", &pro).is_allowed()).count();
     /// assert_eq!(pro_passed, 50);
     /// # Ok::<(), tollgate::QuotaError>(())
@@ -258,7 +262,7 @@ where
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::SlidingLog, Quota::per_second(5)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::SlidingLog, Quota::per_second(5)?, ManualClock::new())?;
     /// assert!(l.check_quota(&Quota::per_second(50)?).is_ok());
     /// let huge = Quota::new(1 << 47, Duration::from_secs(86_400))?; // a 1 PiB log per key
     /// assert!(l.check_quota(&huge).is_err());
@@ -341,7 +345,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, Quota};
-    /// let l = KeyedLimiter::<u64>::new(Algorithm::SlidingLog, Quota::per_minute(30)?)?;
+    /// let l = KeyedLimiter::<u64>::try_new(Algorithm::SlidingLog, Quota::per_minute(30)?)?;
     /// assert_eq!(l.quota(), Quota::per_minute(30)?);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
@@ -354,7 +358,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, Quota};
-    /// let l = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, Quota::per_second(1)?)?;
+    /// let l = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, Quota::per_second(1)?)?;
     /// let pro = Quota::per_second(50)?;
     /// assert_eq!(l.plan_quota(&pro), pro);
     /// # Ok::<(), tollgate::QuotaError>(())
@@ -367,7 +371,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
     /// let _ = l.try_acquire(&1);
     /// let _ = l.try_acquire(&2);
     /// let _ = l.try_acquire(&1);
@@ -382,7 +386,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
     /// assert!(l.is_empty());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
@@ -402,7 +406,7 @@ where
     /// use std::time::Duration;
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(2)?, clock.clone())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(2)?, clock.clone())?;
     /// let _ = l.try_acquire(&1);
     /// let _ = l.try_acquire_n(&2, 2); // drained
     /// clock.advance(Duration::from_millis(500));
@@ -477,7 +481,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(2)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(2)?, ManualClock::new())?;
     /// let batch = [7, 7, 7, 8];
     /// let pin = l.pin();
     /// let allowed: Vec<bool> = batch.iter().map(|k| pin.try_acquire(k).is_allowed()).collect();

@@ -82,8 +82,10 @@ mod tests {
             let quota = Quota::per_second(4).unwrap();
             let plan = Quota::per_second(9).unwrap();
             let (c1, c2) = (ManualClock::new(), ManualClock::new());
-            let plain = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, c1.clone()).unwrap();
-            let pinned = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, c2.clone()).unwrap();
+            let plain =
+                KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, c1.clone()).unwrap();
+            let pinned =
+                KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, c2.clone()).unwrap();
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
             let mut pin = pinned.pin();
             // Shorter under miri, which is a thousand times slower.
@@ -177,7 +179,7 @@ mod tests {
         };
         let got = |sweep: bool| {
             let clock = Skewed::default();
-            let l = KeyedLimiter::<u8, _>::with_clock(algorithm, quota, clock.clone()).unwrap();
+            let l = KeyedLimiter::<u8, _>::try_with_clock(algorithm, quota, clock.clone()).unwrap();
             clock.0.set(Duration::from_nanos(LAG)); // the lagging thread reads 0
             assert_eq!(behind(&l, 1, 3), 3);
             clock.0.set(Duration::from_nanos(fresh_at + 500));
@@ -204,7 +206,7 @@ mod tests {
     #[test]
     fn a_key_evicted_under_a_pin_starts_afresh() {
         let clock = ManualClock::new();
-        let l = KeyedLimiter::<u64, _>::with_clock(
+        let l = KeyedLimiter::<u64, _>::try_with_clock(
             Algorithm::TokenBucket,
             Quota::per_second(2).unwrap(),
             clock.clone(),

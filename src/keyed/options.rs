@@ -17,7 +17,7 @@ use core::hash::{BuildHasher, Hash};
 ///
 /// ```
 /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-/// let by_ip = KeyedLimiter::<u32, _>::with_clock(
+/// let by_ip = KeyedLimiter::<u32, _>::try_with_clock(
 ///     Algorithm::SlidingWindow,
 ///     Quota::per_second(5)?,
 ///     ManualClock::new(),

@@ -16,7 +16,7 @@ use super::options::KeyHasher;
 ///
 /// ```
 /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-/// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?;
+/// let l = KeyedLimiter::<&str, _>::try_with_clock(Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?;
 /// let pin = l.pin();
 /// assert!(pin.try_acquire(&"alice").is_allowed());
 /// assert!(!pin.try_acquire(&"alice").is_allowed());
@@ -39,7 +39,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::SlidingWindow, Quota::per_second(1)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::SlidingWindow, Quota::per_second(1)?, ManualClock::new())?;
     /// let pin = l.pin();
     /// assert!(pin.try_acquire(&1).is_allowed());
     /// assert!(!pin.try_acquire(&1).is_allowed());
@@ -58,7 +58,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(10)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(10)?, ManualClock::new())?;
     /// let pin = l.pin();
     /// assert!(pin.try_acquire_n(&9, 7).is_allowed());
     /// assert!(!pin.try_acquire_n(&9, 4).is_allowed());
@@ -77,7 +77,7 @@ where
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
-    /// let l = KeyedLimiter::<&str, _>::with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
+    /// let l = KeyedLimiter::<&str, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?;
     /// let pro = Quota::per_second(3)?;
     /// let pin = l.pin();
     /// assert_eq!((0..5).filter(|_| pin.try_acquire_with(&"carol", &pro).is_allowed()).count(), 3);

@@ -10,7 +10,7 @@ use crate::clock::duration_to_nanos;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::{Lease, LeaseError};
-/// assert_eq!(Lease::new(0, Duration::from_millis(1)), Err(LeaseError::ZeroTokens));
+/// assert_eq!(Lease::try_new(0, Duration::from_millis(1)), Err(LeaseError::ZeroTokens));
 /// println!("{}", LeaseError::ZeroTtl); // "a lease must live at least 1 ns"
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ impl std::error::Error for LeaseError {}
 /// use std::time::Duration;
 /// use tollgate::Lease;
 ///
-/// let lease = Lease::new(64, Duration::from_millis(1))?.with_max_parked(1024)?;
+/// let lease = Lease::try_new(64, Duration::from_millis(1))?.with_max_parked(1024)?;
 /// assert_eq!((lease.max_tokens(), lease.max_parked()), (64, 1024));
 /// assert_eq!(lease.bypass_above(), 32); // larger costs go straight to the bucket
 /// # Ok::<(), tollgate::LeaseError>(())
@@ -100,12 +100,12 @@ impl Lease {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Lease, LeaseError};
-    /// let lease = Lease::new(32, Duration::from_micros(500))?;
+    /// let lease = Lease::try_new(32, Duration::from_micros(500))?;
     /// assert_eq!(lease.max_parked(), 512);
-    /// assert_eq!(Lease::new(8, Duration::ZERO), Err(LeaseError::ZeroTtl));
+    /// assert_eq!(Lease::try_new(8, Duration::ZERO), Err(LeaseError::ZeroTtl));
     /// # Ok::<(), LeaseError>(())
     /// ```
-    pub fn new(max_tokens: u64, ttl: Duration) -> Result<Lease, LeaseError> {
+    pub fn try_new(max_tokens: u64, ttl: Duration) -> Result<Lease, LeaseError> {
         if max_tokens == 0 {
             return Err(LeaseError::ZeroTokens);
         }
@@ -129,7 +129,7 @@ impl Lease {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Lease, LeaseError};
-    /// let lease = Lease::new(16, Duration::from_millis(1))?;
+    /// let lease = Lease::try_new(16, Duration::from_millis(1))?;
     /// assert_eq!(lease.with_max_parked(256)?.max_parked(), 256);
     /// assert!(matches!(lease.with_max_parked(8), Err(LeaseError::CapBelowLease { .. })));
     /// # Ok::<(), LeaseError>(())
@@ -155,7 +155,7 @@ impl Lease {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::Lease;
-    /// let lease = Lease::new(16, Duration::from_millis(1))?.with_clock_every(1)?;
+    /// let lease = Lease::try_new(16, Duration::from_millis(1))?.with_clock_every(1)?;
     /// assert_eq!(lease.clock_every(), 1);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
@@ -173,7 +173,7 @@ impl Lease {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(tollgate::Lease::new(8, Duration::from_millis(1))?.max_tokens(), 8);
+    /// assert_eq!(tollgate::Lease::try_new(8, Duration::from_millis(1))?.max_tokens(), 8);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
     pub fn max_tokens(&self) -> u64 {
@@ -184,7 +184,7 @@ impl Lease {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let lease = tollgate::Lease::new(8, Duration::from_millis(2))?;
+    /// let lease = tollgate::Lease::try_new(8, Duration::from_millis(2))?;
     /// assert_eq!(lease.ttl(), Duration::from_millis(2));
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
@@ -196,7 +196,7 @@ impl Lease {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(tollgate::Lease::new(8, Duration::from_millis(1))?.max_parked(), 128);
+    /// assert_eq!(tollgate::Lease::try_new(8, Duration::from_millis(1))?.max_parked(), 128);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
     pub fn max_parked(&self) -> u64 {
@@ -207,7 +207,7 @@ impl Lease {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(tollgate::Lease::new(8, Duration::from_millis(1))?.clock_every(), 8);
+    /// assert_eq!(tollgate::Lease::try_new(8, Duration::from_millis(1))?.clock_every(), 8);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
     pub fn clock_every(&self) -> u32 {
@@ -219,7 +219,7 @@ impl Lease {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(tollgate::Lease::new(1, Duration::from_millis(1))?.bypass_above(), 1);
+    /// assert_eq!(tollgate::Lease::try_new(1, Duration::from_millis(1))?.bypass_above(), 1);
     /// # Ok::<(), tollgate::LeaseError>(())
     /// ```
     #[inline]

@@ -84,7 +84,7 @@ std::thread_local! {
 ///
 /// let clock = ManualClock::new();
 /// let bucket = TokenBucket::with_clock(Quota::per_second(1_000)?, clock.clone());
-/// let limiter = Leased::try_new(bucket, Lease::new(8, Duration::from_millis(1))?)?;
+/// let limiter = Leased::try_new(bucket, Lease::try_new(8, Duration::from_millis(1))?)?;
 /// // One thread at one instant: the burst (its leases are paid from the bucket first).
 /// let passed = (0..2_000).filter(|_| limiter.try_acquire().is_allowed()).count();
 /// assert_eq!(passed, 1_000);
@@ -147,7 +147,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// use std::time::Duration;
     /// use tollgate::{Lease, Leased, ManualClock, Quota, TokenBucket};
     /// let bucket = TokenBucket::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// let limiter = Leased::new(bucket, Lease::new(64, Duration::from_millis(1))?);
+    /// let limiter = Leased::new(bucket, Lease::try_new(64, Duration::from_millis(1))?);
     /// assert_eq!(limiter.lease().max_tokens(), 10);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -170,7 +170,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// use std::time::Duration;
     /// use tollgate::{Lease, LeaseError, Leased, ManualClock, Quota, TokenBucket};
     /// let bucket = TokenBucket::with_clock(Quota::per_second(10)?, ManualClock::new());
-    /// let err = Leased::try_new(bucket, Lease::new(64, Duration::from_millis(1))?).unwrap_err();
+    /// let err = Leased::try_new(bucket, Lease::try_new(64, Duration::from_millis(1))?).unwrap_err();
     /// assert_eq!(err, LeaseError::LeaseAboveBurst { max_tokens: 64, burst: 10 });
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -200,10 +200,10 @@ impl<C: Clock + 'static> Leased<C> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Lease, Leased, Quota, TokenBucket};
-    /// let lease = Lease::new(64, Duration::from_millis(1))?.with_max_parked(1024)?;
+    /// let lease = Lease::try_new(64, Duration::from_millis(1))?.with_max_parked(1024)?;
     /// let limiter = Leased::new(TokenBucket::new(Quota::per_second(1_000_000)?), lease);
     /// assert_eq!(limiter.max_overshoot(), 1024);
-    /// let one = Lease::new(1, Duration::from_millis(1))?;
+    /// let one = Lease::try_new(1, Duration::from_millis(1))?;
     /// let single = Leased::new(TokenBucket::new(Quota::per_second(100)?), one);
     /// assert_eq!(single.max_overshoot(), 0); // a lease of 1 parks nothing
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -217,7 +217,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Lease, Leased, Quota, TokenBucket};
-    /// let lease = Lease::new(8, Duration::from_millis(1))?;
+    /// let lease = Lease::try_new(8, Duration::from_millis(1))?;
     /// let limiter = Leased::new(TokenBucket::new(Quota::per_second(100)?), lease);
     /// assert_eq!(limiter.lease(), lease);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -234,7 +234,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// use std::time::Duration;
     /// use tollgate::{Lease, Leased, Limiter, ManualClock, Quota, TokenBucket};
     /// let bucket = TokenBucket::with_clock(Quota::per_second(100)?, ManualClock::new());
-    /// let limiter = Leased::new(bucket, Lease::new(8, Duration::from_millis(1))?);
+    /// let limiter = Leased::new(bucket, Lease::try_new(8, Duration::from_millis(1))?);
     /// for _ in 0..2 {
     ///     assert!(limiter.try_acquire().is_allowed()); // leases of 1, then 2 (1 left)
     /// }
