@@ -19,7 +19,7 @@ pub(super) enum Rule {
     Sliding(Geometry),
 }
 
-/// One limit of a [`Limits`] group: a token bucket, a fixed window or a sliding window,
+/// One limit of a [`Limits`](crate::Limits) group: a token bucket, a fixed window or a sliding window,
 /// without a clock (the group reads one clock for all its members).
 ///
 /// Share a member between groups with an `Arc` (a global limit that every client's group

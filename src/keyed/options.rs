@@ -2,7 +2,7 @@
 
 use core::hash::{BuildHasher, Hash};
 
-/// The algorithm every limiter of a [`KeyedLimiter`] runs, picked by setting.
+/// The algorithm every limiter of a [`KeyedLimiter`](crate::KeyedLimiter) runs, picked by setting.
 ///
 /// | variant         | per-key state (beside the key)                          |
 /// |-----------------|---------------------------------------------------------|
@@ -11,7 +11,7 @@ use core::hash::{BuildHasher, Hash};
 /// | `SlidingWindow` | 8-byte box of 144 bytes (state word, 8 slots, ring)     |
 /// | `SlidingLog`    | 8-byte box of 48 bytes + 8 × limit                      |
 ///
-/// A map built [`live`](KeyedBuilder::live) keeps 32 bytes per token bucket key (`tat` beside
+/// A map built [`live`](crate::KeyedBuilder::live) keeps 32 bytes per token bucket key (`tat` beside
 /// the version of the parameters it is counted in, one 16-byte word, and the plan pointer)
 /// and 16 per fixed window key.
 ///
@@ -51,7 +51,7 @@ impl Algorithm {
     ];
 }
 
-/// What a bounded [`KeyedLimiter`] does with a new key when the map is full of keys that are
+/// What a bounded [`KeyedLimiter`](crate::KeyedLimiter) does with a new key when the map is full of keys that are
 /// not idle (after sweeping the idle ones).
 ///
 /// ```
@@ -82,7 +82,7 @@ pub enum WhenFull {
 ///
 /// About 1 ns for a `u64` key here, against ~10 ns for std's SipHash-1-3 (`papaya`'s own
 /// default); the per-map random seed keeps a client from choosing keys that collide. Pick
-/// another with [`KeyedBuilder::hasher`].
+/// another with [`KeyedBuilder::hasher`](crate::KeyedBuilder::hasher).
 ///
 /// ```
 /// use std::hash::BuildHasher;

@@ -63,7 +63,7 @@ impl fmt::Display for LeaseError {
 
 impl std::error::Error for LeaseError {}
 
-/// How [`Leased`] hands out tokens: at most `max_tokens` per lease, a lease spent from for at
+/// How [`Leased`](crate::Leased) hands out tokens: at most `max_tokens` per lease, a lease spent from for at
 /// most `ttl`, at most `max_parked` tokens parked in all leases together.
 ///
 /// ```
@@ -121,7 +121,7 @@ impl Lease {
     }
 
     /// Caps the tokens parked in all leases together, whatever the number of threads: this
-    /// is [`Leased::max_overshoot`] (unless a lease holds a single token, and parks none).
+    /// is [`Leased::max_overshoot`](crate::Leased::max_overshoot) (unless a lease holds a single token, and parks none).
     ///
     /// # Errors
     /// [`LeaseError::CapBelowLease`] when `max_parked < max_tokens`.
