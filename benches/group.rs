@@ -35,7 +35,7 @@ fn shut() -> Quota {
 
 /// A bucket and a fixed window that admit everything, then `last`.
 fn three(last: Member) -> Limits<MonotonicClock> {
-    Limits::new(
+    Limits::try_new(
         MonotonicClock::new(),
         [
             Arc::new(Member::token_bucket(open())),
@@ -55,7 +55,7 @@ fn allowed(c: &mut Criterion) {
     g.bench_function("one_bucket", |b| {
         b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
     });
-    let one = Limits::new(
+    let one = Limits::try_new(
         MonotonicClock::new(),
         [Arc::new(Member::token_bucket(open()))],
     )

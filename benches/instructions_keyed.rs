@@ -31,7 +31,8 @@ const HOT_KEY: u64 = 0x7f00_0001;
 /// A map of `algorithm` with [`HOT_KEY`] in it: the key's first request, which makes its limiter
 /// and inserts it, is made here.
 fn keyed(algorithm: Algorithm, quota: Quota) -> Keyed {
-    let map = started(|c| KeyedLimiter::with_clock(algorithm, quota, c)).expect("the quota fits");
+    let map =
+        started(|c| KeyedLimiter::try_with_clock(algorithm, quota, c)).expect("the quota fits");
     hot(map)
 }
 

@@ -100,7 +100,7 @@ fn one_key(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3))
         .throughput(Throughput::Elements(1));
 
-    let tollgate = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+    let tollgate = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, quota()).unwrap();
     g.bench_function("tollgate", |b| {
         b.iter_custom(|iters| {
             on_cpu(iters, |_| {
@@ -159,8 +159,8 @@ fn one_key(c: &mut Criterion) {
         });
     }
     // The log keeps one entry per admission: a small limit, read on its (lock-free) denials.
-    let log =
-        KeyedLimiter::<u64>::new(Algorithm::SlidingLog, Quota::per_second(100).unwrap()).unwrap();
+    let log = KeyedLimiter::<u64>::try_new(Algorithm::SlidingLog, Quota::per_second(100).unwrap())
+        .unwrap();
     g.bench_function("tollgate_sliding_log_denied", |b| {
         b.iter_custom(|iters| {
             on_cpu(iters, |_| {
@@ -180,7 +180,7 @@ fn million_keys(c: &mut Criterion) {
     let mask = keys.len() - 1;
 
     {
-        let tollgate = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+        let tollgate = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, quota()).unwrap();
         for key in 0..MILLION {
             let _ = tollgate.try_acquire(&key);
         }
@@ -248,7 +248,7 @@ fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("keyed/threads");
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    let limiter = KeyedLimiter::<u64>::new(Algorithm::TokenBucket, quota()).unwrap();
+    let limiter = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, quota()).unwrap();
     const KEYS_PER_THREAD: u64 = 1024;
     for t in 0..2u64 {
         for k in 0..KEYS_PER_THREAD {

@@ -29,7 +29,7 @@ fn bucket() -> TokenBucket {
 }
 
 fn leased() -> Leased {
-    let lease = Lease::new(64, Duration::from_millis(1)).expect("valid lease");
+    let lease = Lease::try_new(64, Duration::from_millis(1)).expect("valid lease");
     Leased::try_new(bucket(), lease).expect("the burst holds a lease")
 }
 

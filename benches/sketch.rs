@@ -89,7 +89,7 @@ fn one_key(c: &mut Criterion) {
             })
         })
     });
-    let k = KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap();
+    let k = KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap();
     g.bench_function("keyed", |b| {
         b.iter_custom(|n| {
             on_cpu(n, |_| {
@@ -116,7 +116,7 @@ fn million_keys(c: &mut Criterion) {
     let keys = random_keys(1 << 20);
     let mask = keys.len() - 1;
     let s = sketch();
-    let k = KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap();
+    let k = KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap();
     let gov = RateLimiter::keyed(gov_quota());
     for key in 0..MILLION {
         let _ = (
@@ -184,7 +184,7 @@ fn new_keys(c: &mut Criterion) {
         b.iter_custom(|iters| {
             on_new_keys(
                 iters,
-                || KeyedLimiter::<u64>::new(Algorithm::FixedWindow, quota()).unwrap(),
+                || KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap(),
                 |l, k| l.try_acquire(&k).is_allowed(),
             )
         })

@@ -120,17 +120,21 @@ fn main() {
         }
     };
     let result = per_key(keys, || {
-        let limiter =
-            KeyedLimiter::<u64, _>::with_clock(Algorithm::TokenBucket, quota, ManualClock::new())
-                .expect("a valid quota");
+        let limiter = KeyedLimiter::<u64, _>::try_with_clock(
+            Algorithm::TokenBucket,
+            quota,
+            ManualClock::new(),
+        )
+        .expect("a valid quota");
         fill(&limiter);
         limiter
     });
     row("tollgate TokenBucket, grown, before any sweep", result);
     for algorithm in Algorithm::ALL {
         let result = per_key(keys, || {
-            let limiter = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, ManualClock::new())
-                .expect("a valid quota");
+            let limiter =
+                KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, ManualClock::new())
+                    .expect("a valid quota");
             fill(&limiter);
             assert_eq!(limiter.evict_idle(), 0);
             limiter
@@ -160,7 +164,7 @@ fn main() {
     }
     // The hit path allocates nothing: requests on existing keys, every algorithm.
     for algorithm in Algorithm::ALL {
-        let limiter = KeyedLimiter::<u64, _>::with_clock(algorithm, quota, ManualClock::new())
+        let limiter = KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, ManualClock::new())
             .expect("a valid quota");
         for key in 0..1_000 {
             let _ = limiter.try_acquire(&key);

@@ -64,7 +64,7 @@ fn main() -> Result<(), tollgate::QuotaError> {
     );
     let per_client = Metered::named(
         "per_client",
-        KeyedLimiter::<u32, _>::with_clock(
+        KeyedLimiter::<u32, _>::try_with_clock(
             Algorithm::SlidingWindow,
             Quota::per_second(10)?,
             clock.clone(),

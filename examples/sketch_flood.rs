@@ -175,7 +175,7 @@ fn main() {
                 run(
                     flood,
                     || {
-                        KeyedLimiter::<u64, _>::with_clock(
+                        KeyedLimiter::<u64, _>::try_with_clock(
                             Algorithm::FixedWindow,
                             quota,
                             ManualClock::new(),

@@ -138,7 +138,7 @@ pub struct Metered<L> {
 ///     m.snapshot().evicted_keys
 /// }
 /// let bucket = Metered::new(TokenBucket::with_clock(Quota::per_second(1)?, ManualClock::new()));
-/// let map = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+/// let map = Metered::new(KeyedLimiter::<u64, _>::try_with_clock(
 ///     Algorithm::FixedWindow, Quota::per_second(1)?, ManualClock::new())?);
 /// assert_eq!((evicted(&bucket), evicted(&map)), (0, 0));
 /// # Ok::<(), tollgate::QuotaError>(())
@@ -344,7 +344,7 @@ mod keyed {
         ///
         /// ```
         /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
-        /// let users = Metered::new(KeyedLimiter::<&str, _>::with_clock(
+        /// let users = Metered::new(KeyedLimiter::<&str, _>::try_with_clock(
         ///     Algorithm::TokenBucket, Quota::per_second(1)?, ManualClock::new())?);
         /// let _ = (users.try_acquire(&"alice"), users.try_acquire(&"alice"));
         /// assert_eq!(users.snapshot().denied, 1);
@@ -363,7 +363,7 @@ mod keyed {
         ///
         /// ```
         /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
-        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::try_with_clock(
         ///     Algorithm::FixedWindow, Quota::per_second(5)?, ManualClock::new())?);
         /// let _ = users.try_acquire_n(&7, 6);
         /// assert_eq!(users.snapshot().exceeded_capacity, 1);
@@ -384,7 +384,7 @@ mod keyed {
         ///
         /// ```
         /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
-        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::try_with_clock(
         ///     Algorithm::SlidingLog, Quota::per_second(1)?, ManualClock::new())?);
         /// assert!(users.try_acquire_with(&1, &Quota::per_second(2)?).is_allowed());
         /// assert_eq!(users.snapshot().allowed, 1);
@@ -407,7 +407,7 @@ mod keyed {
         /// use std::time::Duration;
         /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Metered, Quota};
         /// let clock = ManualClock::new();
-        /// let users = Metered::new(KeyedLimiter::<u64, _>::with_clock(
+        /// let users = Metered::new(KeyedLimiter::<u64, _>::try_with_clock(
         ///     Algorithm::TokenBucket, Quota::per_second(1)?, clock.clone())?);
         /// let _ = (users.try_acquire(&1), users.try_acquire(&2));
         /// clock.advance(Duration::from_secs(1));

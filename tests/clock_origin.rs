@@ -227,13 +227,13 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             "Leased".into(),
             Box::new(Single(Leased::new(
                 TokenBucket::with_clock(quota, c()),
-                Lease::new(3, Duration::from_millis(50)).unwrap(),
+                Lease::try_new(3, Duration::from_millis(50)).unwrap(),
             ))),
         ),
     ];
     // A group of the three member kinds, and a second group sharing the global member.
     let global = Arc::new(Member::sliding_window(quota));
-    let group = Limits::new(
+    let group = Limits::try_new(
         c(),
         [
             Arc::new(Member::token_bucket(plan)),
@@ -243,10 +243,10 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
     )
     .unwrap();
     out.push(("Limits".into(), Box::new(Single(group))));
-    let other = Limits::new(c(), [Arc::new(Member::token_bucket(quota)), global]).unwrap();
+    let other = Limits::try_new(c(), [Arc::new(Member::token_bucket(quota)), global]).unwrap();
     out.push(("Limits/shared".into(), Box::new(Single(other))));
     for algorithm in Algorithm::ALL {
-        let map = KeyedLimiter::with_clock(algorithm, quota, c()).unwrap();
+        let map = KeyedLimiter::try_with_clock(algorithm, quota, c()).unwrap();
         out.push((format!("Keyed {algorithm:?}"), Box::new(Keyed(map, plan))));
         let bounded = KeyedLimiter::builder(algorithm, quota)
             .max_keys(NonZeroUsize::new(2).unwrap(), WhenFull::Deny)
@@ -378,7 +378,7 @@ fn a_used_key_is_not_swept_fresh_past_the_horizon(zero: u64, past: u64) {
     let quota = Quota::per_second(3).unwrap();
     for algorithm in Algorithm::ALL {
         let clock = Shifted::new(zero);
-        let map = KeyedLimiter::with_clock(algorithm, quota, clock.clone()).unwrap();
+        let map = KeyedLimiter::try_with_clock(algorithm, quota, clock.clone()).unwrap();
         let bounded = KeyedLimiter::builder(algorithm, quota)
             .max_keys(NonZeroUsize::new(1).unwrap(), WhenFull::Deny)
             .build_with_clock(clock.clone())

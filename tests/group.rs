@@ -18,7 +18,7 @@ use tollgate::{
 
 /// Each member's remaining capacity now, read through a one-member group asking for 0.
 fn remaining(m: &Arc<Member>, clock: &ManualClock) -> u64 {
-    Limits::new(clock.clone(), [m.clone()])
+    Limits::try_new(clock.clone(), [m.clone()])
         .unwrap()
         .try_acquire_n(0)
         .remaining()
@@ -109,7 +109,7 @@ fn the_group_admits_exactly_when_every_member_would() {
             tat: 0,
         },
     ];
-    let group = Limits::new(clock.clone(), members.clone()).unwrap();
+    let group = Limits::try_new(clock.clone(), members.clone()).unwrap();
     let mut rng = Rng(11);
     let (mut admitted, mut denied) = (0, 0);
     // Shorter under miri, which is a thousand times slower.
@@ -150,7 +150,7 @@ fn a_denial_charges_no_member_and_names_the_tightest() {
     let clock = ManualClock::new();
     let wide = Arc::new(Member::token_bucket(Quota::per_second(10).unwrap()));
     let narrow = Arc::new(Member::fixed_window(Quota::per_second(2).unwrap()));
-    let group = Limits::new(clock.clone(), [wide.clone(), narrow.clone()]).unwrap();
+    let group = Limits::try_new(clock.clone(), [wide.clone(), narrow.clone()]).unwrap();
     clock.advance(ms(250));
     assert!(group.try_acquire_n(2).is_allowed());
     let (d, by) = group.try_acquire_explained(1);
@@ -168,7 +168,7 @@ fn a_denial_charges_no_member_and_names_the_tightest() {
     );
     assert_eq!(remaining(&wide, &clock), 8);
     // Both deny: the longer wait is reported.
-    let _ = Limits::new(clock.clone(), [wide.clone()])
+    let _ = Limits::try_new(clock.clone(), [wide.clone()])
         .unwrap()
         .try_acquire_n(8);
     let (d, by) = group.try_acquire_explained(1);
@@ -185,12 +185,12 @@ fn a_denial_charges_no_member_and_names_the_tightest() {
 fn bad_groups_are_refused() {
     let none: Vec<Arc<Member>> = Vec::new();
     assert_eq!(
-        Limits::new(ManualClock::new(), none).unwrap_err(),
+        Limits::try_new(ManualClock::new(), none).unwrap_err(),
         LimitsError::Empty
     );
     let many =
         (0..=MAX_MEMBERS).map(|_| Arc::new(Member::token_bucket(Quota::per_second(1).unwrap())));
-    let err = Limits::new(ManualClock::new(), many).unwrap_err();
+    let err = Limits::try_new(ManualClock::new(), many).unwrap_err();
     assert_eq!(
         err,
         LimitsError::TooMany {
@@ -216,7 +216,7 @@ impl Clock for Counting {
 #[test]
 fn every_check_reads_the_clock_once() {
     let clock = Counting::default();
-    let group = Limits::new(
+    let group = Limits::try_new(
         clock.clone(),
         [
             Arc::new(Member::token_bucket(Quota::per_second(3).unwrap())),
@@ -264,7 +264,7 @@ fn threads_at_a_frozen_instant_admit_exactly_what_is_left() {
             Arc::new(Member::fixed_window(Quota::per_second(60 + round).unwrap())),
             Arc::new(Member::token_bucket(Quota::per_second(1000).unwrap())),
         ];
-        let group = Limits::new(clock.clone(), members.clone()).unwrap();
+        let group = Limits::try_new(clock.clone(), members.clone()).unwrap();
         let admitted = admitted_by_threads(&group, threads, 40);
         assert_eq!(admitted, 60 + round);
         let left: Vec<_> = members.iter().map(|m| remaining(m, &clock)).collect();
@@ -296,7 +296,7 @@ fn no_member_goes_over_its_quota_while_time_moves() {
     ));
     let groups: Vec<_> = (0..2)
         .map(|_| {
-            Limits::new(
+            Limits::try_new(
                 clock.clone(),
                 [
                     Arc::new(Member::fixed_window(Quota::new(15, ms(100)).unwrap())),
@@ -359,7 +359,7 @@ fn no_member_goes_over_its_quota_while_time_moves() {
 
 /// The decision a fresh look at one member gives now, writing nothing.
 fn look(m: &Arc<Member>, clock: &ManualClock, n: u64) -> tollgate::Decision {
-    Limits::new(clock.clone(), [m.clone()]).unwrap().peek(n)
+    Limits::try_new(clock.clone(), [m.clone()]).unwrap().peek(n)
 }
 
 #[test]
@@ -377,7 +377,7 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
         let clock = ManualClock::new();
         let window = SlidingWindow::try_with_slots(quota, slots, clock.clone()).unwrap();
         let member = Arc::new(Member::try_sliding_window_with_slots(quota, slots).unwrap());
-        let group = Limits::new(clock.clone(), [member.clone()]).unwrap();
+        let group = Limits::try_new(clock.clone(), [member.clone()]).unwrap();
         let mut rng = Rng(case as u64 + 5);
         let period = quota.period().as_nanos() as u64;
         let (mut allowed, mut denied) = (0, 0);
@@ -430,7 +430,7 @@ fn a_sliding_member_and_a_bucket_charge_both_or_neither() {
     );
     let sliding = Arc::new(Member::sliding_window(w));
     let bucket = Arc::new(Member::token_bucket(b));
-    let group = Limits::new(clock.clone(), [sliding.clone(), bucket.clone()]).unwrap();
+    let group = Limits::try_new(clock.clone(), [sliding.clone(), bucket.clone()]).unwrap();
     let (ref_w, ref_b) = (
         SlidingWindow::with_clock(w, clock.clone()),
         TokenBucket::with_clock(b, clock.clone()),
@@ -496,7 +496,7 @@ fn threads_at_a_frozen_instant_admit_exactly_the_sliding_members_allowance() {
             Arc::new(Member::sliding_window(Quota::per_second(limit).unwrap())),
             Arc::new(Member::token_bucket(Quota::per_second(1000).unwrap())),
         ];
-        let group = Limits::new(clock.clone(), members.clone()).unwrap();
+        let group = Limits::try_new(clock.clone(), members.clone()).unwrap();
         clock.set(ms(100));
         assert_eq!(admitted(&group, 10), 10);
         // A later slot of the same window: the 10 still count; the buckets are full again.
@@ -523,7 +523,7 @@ fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
     );
     let groups: Vec<_> = (0..2)
         .map(|_| {
-            Limits::new(
+            Limits::try_new(
                 clock.clone(),
                 [
                     sliding.clone(),
@@ -610,7 +610,7 @@ fn a_bucket_rollback_gives_back_only_what_a_later_charge_left_owed() {
         Quota::per_second(1).unwrap().with_burst(2).unwrap(),
     ));
     let w = Arc::new(Member::fixed_window(Quota::per_hour(1).unwrap()));
-    let other = Limits::new(clock.clone(), [b.clone()]).unwrap();
+    let other = Limits::try_new(clock.clone(), [b.clone()]).unwrap();
     let hooked = Hooked {
         clock: clock.clone(),
         reads: Arc::default(),
@@ -622,7 +622,7 @@ fn a_bucket_rollback_gives_back_only_what_a_later_charge_left_owed() {
         late.set(ms(900));
         assert!(other_clock.try_acquire().is_allowed());
     }));
-    let a = Limits::new(hooked.clone(), [b.clone(), w.clone(), w.clone()]).unwrap();
+    let a = Limits::try_new(hooked.clone(), [b.clone(), w.clone(), w.clone()]).unwrap();
     let (d, by) = a.try_acquire_explained(1);
     assert!(!d.is_allowed() && by == 2, "{d:?} by {by}");
     // The limiter's start, the check, the rollback (again after a compare-exchange that
@@ -640,7 +640,7 @@ fn a_bucket_rollback_gives_back_only_what_a_later_charge_left_owed() {
     // more passes, 2 in [0.9 s, 1 s], the burst. Giving back A's whole charge (tat 1 s)
     // would let two pass at 1 s: 3 in 0.1 s.
     clock.set(ms(1_000));
-    let alone = Limits::new(clock.clone(), [b]).unwrap();
+    let alone = Limits::try_new(clock.clone(), [b]).unwrap();
     assert_eq!(
         (0..4).filter(|_| alone.try_acquire().is_allowed()).count(),
         1

@@ -14,7 +14,7 @@ type Keyed<K> = KeyedLimiter<K, ManualClock>;
 
 fn keyed<K: std::hash::Hash + Eq>(algorithm: Algorithm, quota: Quota) -> (Keyed<K>, ManualClock) {
     let clock = ManualClock::new();
-    let limiter = KeyedLimiter::with_clock(algorithm, quota, clock.clone()).unwrap();
+    let limiter = KeyedLimiter::try_with_clock(algorithm, quota, clock.clone()).unwrap();
     (limiter, clock)
 }
 
@@ -366,10 +366,12 @@ fn a_hundred_thousand_keys_come_and_go() {
 #[cfg_attr(miri, ignore)]
 fn a_quota_the_algorithm_cannot_hold_is_an_error_not_a_panic() {
     let huge = Quota::new(1 << 47, Duration::from_secs(86_400)).unwrap();
-    assert!(
-        KeyedLimiter::<u64, _>::with_clock(Algorithm::SlidingLog, huge, ManualClock::new())
-            .is_err()
-    );
+    assert!(KeyedLimiter::<u64, _>::try_with_clock(
+        Algorithm::SlidingLog,
+        huge,
+        ManualClock::new()
+    )
+    .is_err());
     // As a plan's quota, the request is refused as beyond capacity, and no key is made.
     let (limiter, _clock) = keyed::<u64>(Algorithm::SlidingLog, Quota::per_second(5).unwrap());
     assert!(limiter.check_quota(&huge).is_err());

@@ -432,8 +432,8 @@ fn a_map_built_without_live_refuses_changes_and_decides_as_before() {
     let pro = Quota::per_second(6).unwrap();
     for algorithm in Algorithm::ALL {
         let clock = ManualClock::new();
-        let map = Keyed::with_clock(algorithm, own, clock.clone()).unwrap();
-        let twin = Keyed::with_clock(algorithm, own, clock.clone()).unwrap();
+        let map = Keyed::try_with_clock(algorithm, own, clock.clone()).unwrap();
+        let twin = Keyed::try_with_clock(algorithm, own, clock.clone()).unwrap();
         for m in [&map, &twin] {
             assert!(m.try_acquire_n(&1, 3).is_allowed());
             assert!(m.try_acquire_with(&2, &pro).is_allowed());

@@ -149,7 +149,7 @@ fn setups() -> Vec<Setup> {
     ];
     for (i, &(limit, burst, tokens, ttl_us, cap, every)) in configs.iter().enumerate() {
         let quota = Quota::per_second(limit).unwrap().with_burst(burst).unwrap();
-        let lease = Lease::new(tokens, Duration::from_micros(ttl_us))
+        let lease = Lease::try_new(tokens, Duration::from_micros(ttl_us))
             .unwrap()
             .with_max_parked(cap)
             .unwrap()
@@ -225,7 +225,7 @@ fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
     let clock = ManualClock::new();
     clock.set(Duration::from_secs(3));
     let quota = Quota::per_second(100).unwrap().with_burst(37).unwrap();
-    let lease = Lease::new(8, Duration::from_secs(1)).unwrap();
+    let lease = Lease::try_new(8, Duration::from_secs(1)).unwrap();
     let limiter = Arc::new(Leased::new(
         TokenBucket::with_clock(quota, clock.clone()),
         lease,
@@ -255,7 +255,7 @@ fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
 fn exiting_threads_give_their_leases_back() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(1_000).unwrap();
-    let lease = Lease::new(32, Duration::from_secs(1)).unwrap();
+    let lease = Lease::try_new(32, Duration::from_secs(1)).unwrap();
     let limiter = Arc::new(Leased::new(
         TokenBucket::with_clock(quota, clock.clone()),
         lease,
@@ -283,7 +283,7 @@ fn an_empty_bucket_admits_nothing_through_leases() {
     // many threads and many calls each, nothing passes.
     let clock = ManualClock::new();
     let quota = Quota::per_second(64).unwrap();
-    let lease = Lease::new(16, Duration::from_secs(1)).unwrap();
+    let lease = Lease::try_new(16, Duration::from_secs(1)).unwrap();
     let limiter = Arc::new(Leased::new(
         TokenBucket::with_clock(quota, clock.clone()),
         lease,
@@ -312,7 +312,7 @@ fn an_empty_bucket_admits_nothing_through_leases() {
 fn leases_grow_with_demand_and_shrink_as_the_bucket_empties() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(1_000).unwrap();
-    let lease = Lease::new(64, Duration::from_secs(1)).unwrap();
+    let lease = Lease::try_new(64, Duration::from_secs(1)).unwrap();
     let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
     // Demand doubles: leases of 1, 2, 4, 8, 16, 32, 64 (127 tokens) for 127 requests.
     for _ in 0..127 {
@@ -333,7 +333,7 @@ fn leases_grow_with_demand_and_shrink_as_the_bucket_empties() {
 fn large_costs_bypass_the_lease() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(100).unwrap();
-    let lease = Lease::new(16, Duration::from_secs(1)).unwrap();
+    let lease = Lease::try_new(16, Duration::from_secs(1)).unwrap();
     let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
     let d = limiter.try_acquire_n(9); // above bypass_above() = 8: exact
     assert!(d.is_allowed());
@@ -347,7 +347,7 @@ fn large_costs_bypass_the_lease() {
 fn an_expired_lease_goes_back_and_a_step_back_ends_it() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(1_000).unwrap();
-    let lease = Lease::new(16, Duration::from_millis(1))
+    let lease = Lease::try_new(16, Duration::from_millis(1))
         .unwrap()
         .with_clock_every(1)
         .unwrap();
@@ -380,7 +380,7 @@ fn an_expired_lease_goes_back_and_a_step_back_ends_it() {
 fn a_give_back_to_a_full_bucket_is_lost_not_credited() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(10).unwrap();
-    let lease = Lease::new(8, Duration::from_secs(10)).unwrap();
+    let lease = Lease::try_new(8, Duration::from_secs(10)).unwrap();
     let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
     for _ in 0..2 {
         assert!(limiter.try_acquire().is_allowed()); // leases of 1, then 2: 1 parked
@@ -393,11 +393,11 @@ fn a_give_back_to_a_full_bucket_is_lost_not_credited() {
 #[test]
 fn lease_errors_are_typed() {
     assert_eq!(
-        Lease::new(0, Duration::from_secs(1)),
+        Lease::try_new(0, Duration::from_secs(1)),
         Err(LeaseError::ZeroTokens)
     );
-    assert_eq!(Lease::new(1, Duration::ZERO), Err(LeaseError::ZeroTtl));
-    let lease = Lease::new(8, Duration::from_secs(1)).unwrap();
+    assert_eq!(Lease::try_new(1, Duration::ZERO), Err(LeaseError::ZeroTtl));
+    let lease = Lease::try_new(8, Duration::from_secs(1)).unwrap();
     assert_eq!(
         lease.with_max_parked(7),
         Err(LeaseError::CapBelowLease {
@@ -415,7 +415,7 @@ fn lease_errors_are_typed() {
         })
     );
     // The extreme settings are accepted and never overflow.
-    let huge = Lease::new(u64::MAX, Duration::MAX).unwrap();
+    let huge = Lease::try_new(u64::MAX, Duration::MAX).unwrap();
     assert_eq!(huge.max_parked(), u64::MAX);
     let bucket = TokenBucket::with_clock(Quota::per_second(5).unwrap(), ManualClock::new());
     let limiter = Leased::new(bucket, huge);
@@ -442,7 +442,7 @@ fn racing_threads_stay_within_the_bound() {
         .unwrap()
         .with_burst(BURST)
         .unwrap();
-    let lease = Lease::new(64, Duration::from_micros(20))
+    let lease = Lease::try_new(64, Duration::from_micros(20))
         .unwrap()
         .with_max_parked(512)
         .unwrap();
@@ -499,7 +499,7 @@ fn spend_until_denied(w: &Worker, env: &mut Envelope, now: u64, max: u64) -> u64
 fn parked_tokens_spent_as_the_refilled_bucket_drains_reach_the_bound_and_stop_there() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(10_000).unwrap();
-    let lease = Lease::new(8, Duration::from_secs(10))
+    let lease = Lease::try_new(8, Duration::from_secs(10))
         .unwrap()
         .with_max_parked(12)
         .unwrap()
@@ -555,7 +555,7 @@ fn parked_tokens_spent_as_the_refilled_bucket_drains_reach_the_bound_and_stop_th
 fn leases_of_one_token_never_overshoot() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(100).unwrap();
-    let lease = Lease::new(1, Duration::from_secs(10)).unwrap();
+    let lease = Lease::try_new(1, Duration::from_secs(10)).unwrap();
     let limiter = Arc::new(Leased::new(
         TokenBucket::with_clock(quota, clock.clone()),
         lease,

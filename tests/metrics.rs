@@ -85,7 +85,7 @@ fn a_metered_keyed_map_counts_requests_and_evictions() {
     let clock = ManualClock::new();
     let users = Metered::named(
         "users",
-        KeyedLimiter::<u64, _>::with_clock(
+        KeyedLimiter::<u64, _>::try_with_clock(
             Algorithm::FixedWindow,
             Quota::per_second(2).unwrap(),
             clock.clone(),

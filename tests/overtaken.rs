@@ -105,7 +105,7 @@ fn a_fixed_window_refund_overtaken_by_a_rollover_gives_nothing() {
         LiveFixedWindow::with_clock(five(), c)
     });
     refund_overtaken_by_a_rollover("Limits(fixed window)", |c| {
-        Limits::new(c, [Arc::new(Member::fixed_window(five()))]).unwrap()
+        Limits::try_new(c, [Arc::new(Member::fixed_window(five()))]).unwrap()
     });
 }
 
@@ -151,7 +151,7 @@ fn a_sliding_window_refund_overtaken_by_a_new_slot_gives_nothing() {
         LiveSlidingWindow::with_clock(five(), c)
     });
     sliding_refund_overtaken_by_a_new_slot("Limits(sliding window)", |c| {
-        Limits::new(c, [Arc::new(Member::sliding_window(five()))]).unwrap()
+        Limits::try_new(c, [Arc::new(Member::sliding_window(five()))]).unwrap()
     });
 }
 
@@ -214,7 +214,7 @@ fn a_bucket_refund_on_a_reading_behind_the_bucket_gives_nothing() {
         LiveTokenBucket::with_clock(five(), c)
     });
     bucket_refund_overtaken_by_a_later_write("Limits(token bucket)", |c| {
-        Limits::new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
+        Limits::try_new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
     });
 }
 
@@ -286,7 +286,7 @@ fn a_zero_cost_passes_on_a_bucket_written_with_a_later_reading() {
     });
     assert_eq!(real, live);
     let group = zero_cost_overtaken_on("Limits(token bucket)", |c| {
-        Limits::new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
+        Limits::try_new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
     });
     assert_eq!(real, group);
 }
@@ -335,8 +335,9 @@ fn a_keyed_window_request_overtaken_by_a_rollover_counts_in_the_later_window() {
         (Algorithm::SlidingWindow, 100, 200, 4),
     ] {
         let clock = Overtaken::default();
-        let map =
-            Arc::new(KeyedLimiter::<u32, _>::with_clock(algorithm, five(), clock.clone()).unwrap());
+        let map = Arc::new(
+            KeyedLimiter::<u32, _>::try_with_clock(algorithm, five(), clock.clone()).unwrap(),
+        );
         clock.set(ms(start));
         assert!(map.try_acquire(&1).is_allowed());
         let (others, at) = (map.clone(), clock.clone());

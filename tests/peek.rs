@@ -52,7 +52,7 @@ fn peek_answers_as_the_acquire_that_follows_and_charges_nothing() {
 #[test]
 fn a_group_peek_is_its_check_without_the_charge() {
     let clock = ManualClock::new();
-    let group = Limits::new(
+    let group = Limits::try_new(
         clock.clone(),
         [
             Arc::new(Member::token_bucket(Quota::per_second(5).unwrap())),
@@ -179,7 +179,7 @@ fn a_group_refund_gives_back_to_every_member() {
         Arc::new(Member::token_bucket(Quota::per_second(5).unwrap())),
         Arc::new(Member::fixed_window(Quota::per_second(3).unwrap())),
     ];
-    let group = Limits::new(clock.clone(), members.clone()).unwrap();
+    let group = Limits::try_new(clock.clone(), members.clone()).unwrap();
     assert!(group.try_acquire_n(3).is_allowed());
     assert!(!group.peek(1).is_allowed());
     assert_eq!(group.refund(2), 2);

@@ -121,7 +121,7 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
             clock.clone(),
         );
         let exact =
-            KeyedLimiter::<u64, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
                 .unwrap();
         // Every key's shadow made with the sketch, on its origin (see the fuzz target).
         let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
@@ -175,7 +175,7 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
         )
         .with_hasher(Spread);
         let exact =
-            KeyedLimiter::<u64, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
                 .unwrap();
         for i in 0..300 {
             step(&mut rng, &clock, period, false);

@@ -100,7 +100,7 @@ impl LeaseSpec {
     fn build(&self, period_ns: u64) -> Option<Lease> {
         let tokens = self.tokens.get();
         let ttl = Duration::from_nanos(self.ttl.nanos(period_ns));
-        let mut lease = match Lease::new(tokens, ttl) {
+        let mut lease = match Lease::try_new(tokens, ttl) {
             Ok(lease) => lease,
             Err(e) => {
                 assert!(

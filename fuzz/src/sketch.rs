@@ -171,7 +171,7 @@ pub fn run(data: &[u8]) {
     } else {
         SketchLimiter::<u8, _>::with_clock(quota, size, clock.clone())
     };
-    let exact = KeyedLimiter::<u8, _>::with_clock(Algorithm::FixedWindow, quota, clock.clone())
+    let exact = KeyedLimiter::<u8, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
         .expect("a fixed window takes every quota");
     // Every key's shadow made now, with the sketch: they share its origin (a limiter made later
     // would count from its own first reading, and read a clock stepped back before it as that).

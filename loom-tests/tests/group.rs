@@ -36,7 +36,7 @@ fn members() -> [Arc<Member>; 2] {
 }
 
 fn group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::new(clock, members()).expect("two members")
+    Limits::try_new(clock, members()).expect("two members")
 }
 
 fn mutant(clock: ManualClock) -> Limits<ManualClock> {
@@ -45,7 +45,7 @@ fn mutant(clock: ManualClock) -> Limits<ManualClock> {
 
 /// What a member has left now.
 fn left(member: &Arc<Member>, clock: &ManualClock) -> u64 {
-    Limits::new(clock.clone(), [member.clone()])
+    Limits::try_new(clock.clone(), [member.clone()])
         .expect("one member")
         .try_acquire_n(0)
         .remaining()
@@ -184,7 +184,7 @@ fn refill_members() -> [Arc<Member>; 2] {
 }
 
 fn refill_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::new(clock, refill_members()).expect("two members")
+    Limits::try_new(clock, refill_members()).expect("two members")
 }
 
 fn whole_charge_mutant(clock: ManualClock) -> Limits<ManualClock> {
@@ -230,7 +230,7 @@ fn bucket_bound_across_a_refill(
                 .map(|(_, d)| HOUR - d.reset_after())
                 .collect();
             clock.set(SETTLE);
-            let alone = Limits::new(clock.clone(), [m[0].clone()]).expect("one member");
+            let alone = Limits::try_new(clock.clone(), [m[0].clone()]).expect("one member");
             at.extend(std::iter::repeat_n(
                 SETTLE,
                 loom_tests::drain(&alone, 4) as usize,
@@ -297,7 +297,7 @@ fn rollover_members() -> [Arc<Member>; 2] {
 }
 
 fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::new(clock, rollover_members()).expect("two members")
+    Limits::try_new(clock, rollover_members()).expect("two members")
 }
 
 fn relaxed_head_mutant(clock: ManualClock) -> Limits<ManualClock> {
@@ -315,7 +315,7 @@ fn boundary_members() -> [Arc<Member>; 2] {
 }
 
 fn boundary_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::new(clock, boundary_members()).expect("two members")
+    Limits::try_new(clock, boundary_members()).expect("two members")
 }
 
 fn any_slot_mutant(clock: ManualClock) -> Limits<ManualClock> {

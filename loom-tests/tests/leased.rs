@@ -72,7 +72,7 @@ struct Setup {
 fn make(s: Setup, planted: Planted) -> (LeaseModel, ManualClock) {
     let clock = ManualClock::new();
     let quota = Quota::per_second(s.limit).unwrap();
-    let lease = Lease::new(s.tokens, s.ttl)
+    let lease = Lease::try_new(s.tokens, s.ttl)
         .unwrap()
         .with_max_parked(s.cap)
         .unwrap()

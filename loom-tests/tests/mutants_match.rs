@@ -91,6 +91,8 @@ const M_SLIDING_WINDOW: &str = include_str!("../src/mutants/sliding_window.rs");
 const M_SLIDING_LOG: &str = include_str!("../src/mutants/sliding_log.rs");
 const M_REFUND: &str = include_str!("../src/mutants/refund.rs");
 const PLANTED: &str = include_str!("../../src/algo/planted.rs");
+const LEASED_SHARED: &str = include_str!("../../src/leased/shared.rs");
+const LEASED_PLANTED: &str = include_str!("../../src/leased/planted.rs");
 
 #[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
@@ -190,6 +192,23 @@ fn sliding_log_mutants_are_the_real_acquire_with_one_change() {
             function(M_SLIDING_LOG, copy, "fn acquire("),
         );
     }
+}
+
+#[test]
+fn leased_mutant_is_the_real_protocol_with_its_planted_lines() {
+    let real = |f: &str| function(LEASED_SHARED, "impl<C: Clock> Shared<C>", f);
+    let copy = |f: &str| function(LEASED_PLANTED, "impl<C: Clock> Mutant<C>", f);
+    for f in [
+        "fn covers(",
+        "fn acquire(",
+        "fn renew(",
+        "fn exchange(",
+        "fn reserve(",
+    ] {
+        assert_planted_only(&format!("leased {f}"), real(f), copy(f));
+    }
+    // The give-back plants nothing of its own: it runs the planted `exchange`.
+    assert_eq!(real("fn give_back("), copy("fn give_back("));
 }
 
 /// The checker itself: an unplanted difference fails, a planted one passes.

@@ -185,7 +185,7 @@ fn mutant_bucket(c: Split) -> RateLimiter<BucketBehindReading, Split> {
 }
 
 fn group_of(member: Member, c: Split) -> Limits<Split> {
-    Limits::new(c, [std::sync::Arc::new(member)]).expect("one member")
+    Limits::try_new(c, [std::sync::Arc::new(member)]).expect("one member")
 }
 fn group_fixed(c: Split) -> Limits<Split> {
     group_of(Member::fixed_window(two()), c)

@@ -92,7 +92,8 @@ async fn a_killed_server_is_reconnected_and_only_the_policy_admits_meanwhile() {
     let mut server = RedisServer::start();
     let open = limiter(&server, FailurePolicy::FailOpen).await;
     let local = Arc::new(
-        KeyedLimiter::<Vec<u8>>::new(Algorithm::TokenBucket, Quota::per_hour(3).unwrap()).unwrap(),
+        KeyedLimiter::<Vec<u8>>::try_new(Algorithm::TokenBucket, Quota::per_hour(3).unwrap())
+            .unwrap(),
     );
     let fallback = limiter(&server, FailurePolicy::Local(local)).await;
     for _ in 0..10 {

@@ -46,7 +46,7 @@ use tollgate::{
 ///     }
 /// }
 /// let q = Quota::per_second(1)?;
-/// let b = ByTenant(KeyedLimiter::with_clock(Algorithm::TokenBucket, q, ManualClock::new())?, q);
+/// let b = ByTenant(KeyedLimiter::try_with_clock(Algorithm::TokenBucket, q, ManualClock::new())?, q);
 /// let _ = b.try_acquire(&"acme".to_owned(), 1);
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
@@ -134,7 +134,7 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> From<KeyedLimiter<K, C, S>> for Loc
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, Quota};
-    /// let b: tollgate_tower::LocalBackend<u8> = KeyedLimiter::new(Algorithm::FixedWindow, Quota::per_second(2)?)?.into();
+    /// let b: tollgate_tower::LocalBackend<u8> = KeyedLimiter::try_new(Algorithm::FixedWindow, Quota::per_second(2)?)?.into();
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     fn from(limiter: KeyedLimiter<K, C, S>) -> Self {

@@ -147,7 +147,7 @@ impl std::error::Error for PolicyNameError {}
 /// let headers = PolicyHeaders::try_new("default", &quota)?;
 /// assert_eq!(headers.policy(), "\"default\";q=2;w=60");
 ///
-/// let users = KeyedLimiter::<&str, _>::with_clock(Algorithm::FixedWindow, quota, ManualClock::new())?;
+/// let users = KeyedLimiter::<&str, _>::try_with_clock(Algorithm::FixedWindow, quota, ManualClock::new())?;
 /// let ok = headers.render(&users.try_acquire(&"ann"));
 /// assert_eq!(ok.ratelimit, "\"default\";r=1;t=60");
 /// assert!(ok.retry_after.is_none());

@@ -170,7 +170,7 @@ fn bounded() {
 fn unbounded() {
     let clock = ManualClock::new();
     let unbounded =
-        KeyedLimiter::with_clock(Algorithm::TokenBucket, quota(), clock.clone()).unwrap();
+        KeyedLimiter::try_with_clock(Algorithm::TokenBucket, quota(), clock.clone()).unwrap();
     let f = flood(LocalBackend::new(unbounded), &clock, 400_000);
     eprintln!(
         "unbounded: peak {:.1} MiB",
