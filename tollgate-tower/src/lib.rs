@@ -35,6 +35,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+mod config;
+mod future;
 mod headers;
 mod key;
 mod layer;
@@ -42,8 +44,14 @@ mod net;
 mod path;
 #[cfg(feature = "redis")]
 mod redis;
+mod reject;
+mod service;
+mod stats;
+mod verdict;
 
 pub use backend::{Backend, IntoBackend, LocalBackend};
+pub use config::{HeaderMode, MissingKey, OnError};
+pub use future::ResponseFuture;
 pub use headers::{
     ceil_secs, stated_policy, LegacyHeaders, PolicyHeaders, PolicyNameError, QuotaUnit,
     RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
@@ -54,13 +62,13 @@ pub use key::{
     key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyError,
     KeyExtractor, PeerAddr, PeerIp, RealIp, TrustedProxy,
 };
-pub use layer::{
-    content_length_cost, DefaultReject, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
-    Reject, RejectFn, RejectReason, Rejection, ResponseFuture, Stats,
-};
+pub use layer::{content_length_cost, RateLimitLayer};
 pub use net::{IpNet, NetError};
 #[cfg(feature = "redis")]
 pub use redis::{RedisBackend, RedisDecision, RedisKey};
+pub use reject::{DefaultReject, Reject, RejectFn, RejectReason, Rejection};
+pub use service::RateLimit;
+pub use stats::Stats;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
