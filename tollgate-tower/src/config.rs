@@ -10,6 +10,7 @@ use tollgate::{Decision, Quota};
 
 use crate::backend::Backend;
 use crate::headers::{PolicyHeaders, PolicyNameError, QuotaUnit};
+use crate::observe::{Outcome, PolicyCounters};
 use crate::stats::Stats;
 
 /// When the `RateLimit` / `RateLimit-Policy` headers are sent.
@@ -82,6 +83,8 @@ pub(crate) struct Policy<Bk> {
     pub(crate) headers: Arc<PolicyHeaders>,
     /// Rendered for the quota in force, once a live backend's quota has changed.
     pub(crate) changed: Arc<Mutex<Option<Arc<PolicyHeaders>>>>,
+    /// The policy's `metrics` handles (nothing without the feature).
+    pub(crate) counters: Arc<PolicyCounters>,
 }
 
 impl<Bk> Clone for Policy<Bk> {
@@ -91,6 +94,7 @@ impl<Bk> Clone for Policy<Bk> {
             backend: Arc::clone(&self.backend),
             headers: Arc::clone(&self.headers),
             changed: Arc::clone(&self.changed),
+            counters: Arc::clone(&self.counters),
         }
     }
 }
@@ -108,7 +112,14 @@ impl<Bk: Backend> Policy<Bk> {
             backend,
             headers,
             changed: Arc::default(),
+            counters: Arc::default(),
         })
+    }
+
+    /// Counts `outcome` under this policy (with the `metrics` feature; else nothing).
+    #[inline]
+    pub(crate) fn count(&self, outcome: Outcome) {
+        self.counters.count(self.headers.name(), outcome);
     }
 
     /// Runs `f` on the headers of the quota in force: the ones rendered up front unless a
@@ -206,6 +217,20 @@ impl<X, Bk: Backend> Config<X, Bk> {
                 Some(prefix) => crate::path::under(&path, prefix),
             })
             .unwrap_or(self.policies.len() - 1)
+    }
+
+    /// Reports a request without a usable key (`metrics` counter, `tracing` event) under the
+    /// policy its path selects; nothing without those features.
+    #[inline]
+    pub(crate) fn note_keyless(&self, uri: &http::Uri, outcome: Outcome, reason: &'static str) {
+        #[cfg(any(feature = "metrics", feature = "tracing"))]
+        {
+            let policy = &self.policies[self.policy(uri)];
+            policy.count(outcome);
+            crate::observe::keyless(policy.headers.name(), reason);
+        }
+        #[cfg(not(any(feature = "metrics", feature = "tracing")))]
+        let _ = (uri, outcome, reason);
     }
 
     /// The decision to hand the inner service as a request extension, if asked for.

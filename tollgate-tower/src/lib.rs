@@ -29,6 +29,11 @@
 //! - Decisions from a [`Backend`]: [`LocalBackend`] in process; with the `redis` feature,
 //!   `RedisBackend` over a `tollgate_redis::RedisLimiter` (one limit shared by every
 //!   instance, the same layer with an async decision).
+//! - Observability: [`Stats`] always; with the `metrics` feature, counters through the
+//!   [`metrics`](https://docs.rs/metrics) facade for any exporter
+//!   (`tollgate_tower_decisions_total{policy, outcome}`, missing and invalid keys, backend
+//!   errors); with the `tracing` feature, an event per denial, keyless request and backend
+//!   error (target `tollgate_tower`).
 //! - [`PolicyHeaders`]: the header values from a [`tollgate::Decision`], for other servers.
 #![warn(missing_docs)]
 // docs.rs (nightly): each feature-gated item says which feature it needs.
@@ -41,6 +46,7 @@ mod headers;
 mod key;
 mod layer;
 mod net;
+mod observe;
 mod path;
 #[cfg(feature = "redis")]
 mod redis;

@@ -16,6 +16,7 @@ use crate::config::{Config, MissingKey};
 use crate::future::{ResponseFuture, State, Waiting};
 use crate::headers::RateLimitHeaders;
 use crate::key::{KeyError, KeyExtractor};
+use crate::observe::Outcome;
 use crate::reject::{is_grpc, DefaultReject, Reject, RejectReason, Rejection};
 use crate::stats::Stats;
 use crate::verdict::Verdict;
@@ -103,6 +104,7 @@ where
             Ok(key) => key,
             Err(KeyError::Ambiguous) => {
                 Stats::bump(&config.stats.invalid_key);
+                config.note_keyless(req.uri(), Outcome::InvalidKey, "ambiguous");
                 if config.shadow {
                     return self.pass(req, None);
                 }
@@ -119,6 +121,7 @@ where
             }
             Err(KeyError::Missing) => {
                 Stats::bump(&config.stats.missing_key);
+                config.note_keyless(req.uri(), Outcome::MissingKey, "missing");
                 match &config.missing {
                     MissingKey::Allow => return self.pass(req, None),
                     MissingKey::Reject(_) if config.shadow => return self.pass(req, None),

@@ -7,6 +7,7 @@ use tollgate::Decision;
 use crate::backend::Backend;
 use crate::config::{Config, HeaderMode, OnError};
 use crate::headers::RateLimitHeaders;
+use crate::observe::{self, Outcome};
 use crate::reject::{is_grpc, Reject, RejectReason, Rejection};
 use crate::stats::Stats;
 
@@ -21,7 +22,7 @@ pub(crate) enum Verdict<R> {
 impl<X, Bk: Backend> Config<X, Bk> {
     /// What the backend's answer (or failure) means for the request with headers `req`.
     #[inline]
-    pub(crate) fn verdict<R, E, H: Reject<R>>(
+    pub(crate) fn verdict<R, E: std::error::Error, H: Reject<R>>(
         &self,
         policy: usize,
         req: &HeaderMap,
@@ -31,8 +32,10 @@ impl<X, Bk: Backend> Config<X, Bk> {
         pk: Option<&[u8]>,
     ) -> Verdict<R> {
         match result {
-            // The common case, inline: an admission without headers renders and counts nothing.
+            // The common case, inline: an admission without headers renders nothing (and
+            // counts nothing but the `metrics` feature's counter).
             Ok(d) if d.is_allowed() && self.mode(shared) != HeaderMode::Always => {
+                self.policies[policy].count(Outcome::Allowed);
                 Verdict::Pass(None)
             }
             result => self.full_verdict(policy, req, result, shared, reject, pk),
@@ -41,7 +44,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
 
     /// [`Config::verdict`] for every other outcome: headers to render, a denial, an error.
     #[allow(clippy::too_many_arguments)]
-    fn full_verdict<R, E, H: Reject<R>>(
+    fn full_verdict<R, E: std::error::Error, H: Reject<R>>(
         &self,
         policy: usize,
         req: &HeaderMap,
@@ -54,8 +57,10 @@ impl<X, Bk: Backend> Config<X, Bk> {
         let name = self.policies[policy].headers.name();
         let decision = match result {
             Ok(d) => d,
-            Err(_) => {
+            Err(e) => {
                 Stats::bump(&self.stats.errors);
+                self.policies[policy].count(Outcome::BackendError);
+                observe::backend_error(name, &e);
                 return match self.on_error {
                     OnError::Reject(status) if !self.shadow => {
                         let mut res = reject.reject(&Rejection {
@@ -93,6 +98,7 @@ impl<X, Bk: Backend> Config<X, Bk> {
             })
         };
         if decision.is_allowed() {
+            policy.count(Outcome::Allowed);
             return Verdict::Pass(match mode {
                 HeaderMode::Always => Some(render(&decision)),
                 HeaderMode::DenyOnly | HeaderMode::Never => None,
@@ -101,6 +107,8 @@ impl<X, Bk: Backend> Config<X, Bk> {
         let mut rendered = render(&decision);
         if self.shadow {
             Stats::bump(&self.stats.shadow_denied);
+            policy.count(Outcome::ShadowDenied);
+            observe::denial(name, StatusCode::TOO_MANY_REQUESTS, &decision, true);
             rendered.retry_after = None;
             if let Some(l) = &mut rendered.legacy {
                 l.after = None;
@@ -108,11 +116,13 @@ impl<X, Bk: Backend> Config<X, Bk> {
             return Verdict::Pass((mode != HeaderMode::Never).then_some(rendered));
         }
         Stats::bump(&self.stats.denied);
+        policy.count(Outcome::Denied);
         let (status, reason) = if decision.exceeds_capacity() {
             (self.exceeds, RejectReason::ExceedsCapacity)
         } else {
             (StatusCode::TOO_MANY_REQUESTS, RejectReason::Denied)
         };
+        observe::denial(name, status, &decision, false);
         let mut res = reject.reject(&Rejection {
             reason,
             status,
