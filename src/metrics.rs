@@ -2,8 +2,8 @@
 //!
 //! [`Metered`] wraps a limiter (or a keyed map) and counts every decision it passes through;
 //! a limiter that is not wrapped pays nothing. [`Metered::snapshot`] sums the counters into a
-//! [`MetricsSnapshot`], for an exporter (see `examples/prometheus.rs` for the Prometheus text
-//! format). With the `tracing` feature every denial is also a `tracing` event (target
+//! [`MetricsSnapshot`], for an exporter (copy it into your metrics library's counters when
+//! scraped). With the `tracing` feature every denial is also a `tracing` event (target
 //! `tollgate`, level DEBUG, fields `limiter`, `cost`, `remaining`, `retry_after_ns`,
 //! `exceeds_capacity`).
 //!

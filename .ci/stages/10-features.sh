@@ -8,6 +8,9 @@ cd "$(dirname "$0")/../.."
 features=serde,tokio,tracing
 cargo clippy -p tollgate --all-targets --features "$features" -- -D warnings
 cargo test -p tollgate --features "$features"
+# tollgate-tower's counters and events through a real recorder and subscriber (a test that
+# needs the features, which `cargo test --workspace` leaves off).
+cargo test -p tollgate-tower --features metrics,tracing --test metrics
 
 # Every feature alone, for each crate (what `cargo hack check --each-feature --lib` does): the
 # library with no default features and then with exactly one feature on, so no feature builds

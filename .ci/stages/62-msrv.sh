@@ -38,5 +38,5 @@ CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo +stable generate-lockfi
 export CARGO_TARGET_DIR=$root/target/msrv/target
 timeout 1200 cargo "+$msrv" check --locked --lib \
   -p tollgate -p tollgate-redis -p tollgate-tower \
-  --features tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/redis,tollgate-redis/tls
+  --features tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/redis,tollgate-tower/metrics,tollgate-tower/tracing,tollgate-redis/tls
 echo "the three libraries build with Rust ${msrv}"

@@ -6,13 +6,15 @@
 #   - no bypass: past its quota a client gets 429 for every method (OPTIONS included), and a
 #     route's quota holds for //login, /%6Cogin, /LOGIN and /x/../login;
 #   - headers: --limit 10/s --burst 20 states the policy the bucket enforces (q=20;w=2) and r
-#     never above q.
+#     never above q;
+#   - metrics: the proxy's /metrics (Prometheus text, on a listener of its own) counts exactly
+#     the allowed, denied, keyless and ambiguous requests sent, by policy.
 # Fails on any answer other than the one expected.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 command -v curl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
-nice -n 10 cargo build --release -q -p tollgate-tower --example proxy --example upstream
+nice -n 10 cargo build --release -q -p tollgate-tower --features metrics --example proxy --example upstream
 BIN=target/release/examples
 UP_PORT=${UP_PORT:-19410}
 pids=()
@@ -72,6 +74,30 @@ proxy --limit 10/s --burst 20
 h=$(curl -s -D - -o /dev/null "$PX/" | tr -d '\r')
 expect "RateLimit-Policy" '"default";q=20;w=2' "$(sed -n 's/^ratelimit-policy: //p' <<<"$h")"
 expect "RateLimit" '"default";r=19;t=1' "$(sed -n 's/^ratelimit: //p' <<<"$h")"
+
+# 4. Metrics: a known sequence, then every counter of each policy from /metrics.
+m_port=$next_port; next_port=$((next_port + 1))
+proxy --limit 2/h --route /login=1/h --key header:x-client --metrics "127.0.0.1:$m_port"
+wait_port "$m_port" "${pids[-1]}"
+got=""
+for p in / / / /login /login; do got+="$(status -H 'x-client: a' "$PX$p") "; done
+got+="$(status "$PX/") $(status -H 'x-client: a' -H 'x-client: b' "$PX/")"
+expect "the sequence" "200 200 429 200 429 500 400" "$got"
+page=$(curl -s "http://127.0.0.1:$m_port/metrics")
+metric() { awk -v s="$1" '$1 == s { print $2 }' <<<"$page"; }
+for want in \
+  'tollgate_tower_decisions_total{policy="default",outcome="allowed"} 2' \
+  'tollgate_tower_decisions_total{policy="default",outcome="denied"} 1' \
+  'tollgate_tower_decisions_total{policy="default",outcome="shadow_denied"} 0' \
+  'tollgate_tower_decisions_total{policy="/login",outcome="allowed"} 1' \
+  'tollgate_tower_decisions_total{policy="/login",outcome="denied"} 1' \
+  'tollgate_tower_missing_key_total{policy="default"} 1' \
+  'tollgate_tower_missing_key_total{policy="/login"} 0' \
+  'tollgate_tower_invalid_key_total{policy="default"} 1' \
+  'tollgate_tower_backend_errors_total{policy="default"} 0'; do
+  expect "${want% *}" "${want##* }" "$(metric "${want% *}")"
+done
+expect "the proxied port does not serve the counters" 0 "$(curl -s -H 'x-client: m' "$PX/metrics" | grep -c '^tollgate_tower_' || true)"
 
 if (( fails > 0 )); then echo "$fails check(s) failed"; exit 1; fi
 echo "all checks passed"

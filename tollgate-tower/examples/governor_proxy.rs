@@ -77,6 +77,11 @@ where
 
 fn main() {
     let args = Args::from_env();
+    if args.metrics.is_some() {
+        common::bad_flag(
+            "--metrics: the tollgate proxy (examples/proxy.rs) serves metrics, this one does not",
+        );
+    }
     match args.key.clone() {
         KeyFlag::Ip => run(args, PeerIpKeyExtractor),
         KeyFlag::Xff => run(args, SmartIpKeyExtractor),

@@ -23,6 +23,9 @@
 //!     target/release/examples/instructions tollgate_deny_only_headers 100000 100000
 //! ```
 //!
+//! Built with `--features metrics`, each run installs `metrics-exporter-prometheus`'s recorder
+//! first, so tollgate-tower's counts include its counter increments.
+//!
 //! The 1-key counts repeat exactly from run to run; the 100,000-key counts move by a few
 //! instructions per request, because both maps seed their hashers per process. Only
 //! instructions are counted, not the cache misses of a large map (add `--cache-sim=yes` for
@@ -101,6 +104,11 @@ fn governor() -> GovernorLayer<
 }
 
 fn child(variant: &str, keys: u32, n: usize) {
+    // With `--features metrics`, the layer counts into a real exporter's recorder.
+    #[cfg(feature = "metrics")]
+    let _handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the only recorder");
     let layer = || {
         let backend = LocalBackend::try_new(
             Algorithm::TokenBucket,

@@ -5,7 +5,7 @@
 //!     --listen 127.0.0.1:8080 --upstream http://127.0.0.1:9000 --limit 100/s \
 //!     [--burst N] [--max-keys N] [--route PREFIX=N/s]... [--cors-preflight] \
 //!     [--key ip|xff|header:NAME] [--trusted-proxy CIDR]... \
-//!     [--headers always|deny|never] [--no-limit] [--quiet] [--workers N]
+//!     [--headers always|deny|never] [--metrics ADDR] [--no-limit] [--quiet] [--workers N]
 //! ```
 //!
 //! - `--limit N/s|N/m|N/h`: each client's quota (a GCRA token bucket); `--burst N` its burst
@@ -21,6 +21,10 @@
 //!   the client behind the `--trusted-proxy` networks (the rightmost `X-Forwarded-For` hop
 //!   outside them; a peer outside them is keyed by its own address). `--key header:NAME`: the
 //!   value of a header (an API key); a request without it gets `500`.
+//! - `--metrics ADDR` (build with `--features metrics`): the layer's counters in the Prometheus
+//!   text format at `http://ADDR/metrics`, through `metrics-exporter-prometheus`, on a listener
+//!   of its own so that the proxied clients cannot read it (bind it to a private or loopback
+//!   address). Without the flag nothing is recorded.
 //! - One line on stderr per denial (`--quiet` turns it off); `--no-limit` proxies without
 //!   the layer, for comparison.
 //! - Exits with status 2 and the usage line on a bad flag, status 1 when the listen address
@@ -76,6 +80,9 @@ impl<B> KeyExtractor<B> for ByFlag {
 
 fn main() {
     let args = Args::from_env();
+    if let Some(addr) = args.metrics {
+        serve_metrics(addr);
+    }
     let upstream = Upstream::new(args.upstream.clone());
     let forward = tower::service_fn({
         let upstream = upstream.clone();
@@ -172,6 +179,24 @@ fn main() {
             }
         })
     });
+}
+
+/// Installs the Prometheus recorder, its page served on `addr` (any path; scrape `/metrics`).
+#[cfg(feature = "metrics")]
+fn serve_metrics(addr: SocketAddr) {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+        .unwrap_or_else(|e| {
+            eprintln!("error: cannot serve metrics on {addr}: {e}");
+            std::process::exit(1)
+        });
+    eprintln!("metrics on http://{addr}/metrics");
+}
+
+#[cfg(not(feature = "metrics"))]
+fn serve_metrics(_: SocketAddr) {
+    common::bad_flag("--metrics needs the example built with `--features metrics`")
 }
 
 fn with_peer(mut req: Request<Incoming>, peer: SocketAddr) -> Request<Incoming> {

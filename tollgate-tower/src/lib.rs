@@ -29,21 +29,35 @@
 //! - Decisions from a [`Backend`]: [`LocalBackend`] in process; with the `redis` feature,
 //!   `RedisBackend` over a `tollgate_redis::RedisLimiter` (one limit shared by every
 //!   instance, the same layer with an async decision).
+//! - Observability: [`Stats`] always; with the `metrics` feature, counters through the
+//!   [`metrics`](https://docs.rs/metrics) facade for any exporter
+//!   (`tollgate_tower_decisions_total{policy, outcome}`, missing and invalid keys, backend
+//!   errors); with the `tracing` feature, an event per denial, keyless request and backend
+//!   error (target `tollgate_tower`).
 //! - [`PolicyHeaders`]: the header values from a [`tollgate::Decision`], for other servers.
 #![warn(missing_docs)]
 // docs.rs (nightly): each feature-gated item says which feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+mod config;
+mod future;
 mod headers;
 mod key;
 mod layer;
 mod net;
+mod observe;
 mod path;
 #[cfg(feature = "redis")]
 mod redis;
+mod reject;
+mod service;
+mod stats;
+mod verdict;
 
 pub use backend::{Backend, IntoBackend, LocalBackend};
+pub use config::{HeaderMode, MissingKey, OnError};
+pub use future::ResponseFuture;
 pub use headers::{
     ceil_secs, stated_policy, LegacyHeaders, PolicyHeaders, PolicyNameError, QuotaUnit,
     RateLimitHeaders, RATELIMIT, RATELIMIT_POLICY,
@@ -54,13 +68,13 @@ pub use key::{
     key_fn, peer_addr, FnKey, ForwardedHeader, GlobalKey, Grouping, HeaderKey, KeyError,
     KeyExtractor, PeerAddr, PeerIp, RealIp, TrustedProxy,
 };
-pub use layer::{
-    content_length_cost, DefaultReject, HeaderMode, MissingKey, OnError, RateLimit, RateLimitLayer,
-    Reject, RejectFn, RejectReason, Rejection, ResponseFuture, Stats,
-};
+pub use layer::{content_length_cost, RateLimitLayer};
 pub use net::{IpNet, NetError};
 #[cfg(feature = "redis")]
 pub use redis::{RedisBackend, RedisDecision, RedisKey};
+pub use reject::{DefaultReject, Reject, RejectFn, RejectReason, Rejection};
+pub use service::RateLimit;
+pub use stats::Stats;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

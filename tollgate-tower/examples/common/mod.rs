@@ -25,7 +25,7 @@ use tollgate_tower::IpNet;
 pub const USAGE: &str =
     "usage: proxy --listen ADDR --upstream URL --limit N/s|N/m|N/h [--burst N] \
 [--max-keys N] [--route PREFIX=N/s|N/m|N/h]... [--cors-preflight] [--key ip|xff|header:NAME] [--trusted-proxy CIDR]... [--headers always|deny|never] [--no-limit] \
-[--quiet] [--workers N]";
+[--metrics ADDR] [--quiet] [--workers N]";
 
 /// Which client key the proxy limits by.
 #[derive(Clone, Debug)]
@@ -53,6 +53,8 @@ pub struct Args {
     pub trusted: Vec<IpNet>,
     pub headers: String,
     pub no_limit: bool,
+    /// Where to serve the Prometheus `/metrics` page, apart from the proxied traffic.
+    pub metrics: Option<SocketAddr>,
     pub quiet: bool,
     pub workers: usize,
 }
@@ -108,6 +110,7 @@ impl Args {
             trusted: Vec::new(),
             headers: "always".into(),
             no_limit: false,
+            metrics: None,
             quiet: false,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
@@ -156,6 +159,7 @@ impl Args {
                     }
                 }
                 "--no-limit" => parsed.no_limit = true,
+                "--metrics" => parsed.metrics = Some(parse(&value(&mut args, &flag), &flag)),
                 "--quiet" => parsed.quiet = true,
                 "--workers" => {
                     parsed.workers = parse(&value(&mut args, &flag), &flag);

@@ -1,0 +1,293 @@
+//! The `metrics` counters (and, with the `tracing` feature, the events) of layers on real
+//! loopback servers with a real client: every counter's value after a known sequence of
+//! requests, read from a real recorder. Time from a `ManualClock`.
+//!
+//! One test: the recorder (and the `tracing` subscriber) are process-wide.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{Empty, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use tokio::net::{TcpListener, TcpStream};
+use tollgate::{Algorithm, Decision, ManualClock, Quota};
+use tollgate_tower::{Backend, HeaderKey, LocalBackend, OnError, RateLimitLayer};
+use tower::{Layer, Service};
+
+type Body = Full<Bytes>;
+
+/// Serves `svc` on a loopback port, HTTP/1 with keep-alive.
+async fn serve<S>(svc: S) -> SocketAddr
+where
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let svc = svc.clone();
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+async fn hello(_req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+}
+
+async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// One request over `c`: its status.
+async fn get(c: &mut SendRequest<Empty<Bytes>>, path: &str, clients: &[&str]) -> u16 {
+    let mut req = Request::builder().uri(path);
+    for v in clients {
+        req = req.header("x-client", *v);
+    }
+    c.ready().await.unwrap();
+    let res = c
+        .send_request(req.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    res.status().as_u16()
+}
+
+fn local<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>(
+    quota: Quota,
+    clock: &ManualClock,
+) -> LocalBackend<K, ManualClock> {
+    LocalBackend::try_with_clock(Algorithm::TokenBucket, quota, clock.clone()).unwrap()
+}
+
+/// A backend whose store is always unreachable.
+struct Down(Quota);
+
+#[derive(Debug)]
+struct Outage;
+impl std::fmt::Display for Outage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("store unreachable")
+    }
+}
+impl std::error::Error for Outage {}
+
+impl Backend for Down {
+    type Key = Box<[u8]>;
+    type Error = Outage;
+    type Future = std::future::Ready<Result<Decision, Outage>>;
+    fn try_acquire(&self, _: &Box<[u8]>, _: u64) -> Self::Future {
+        std::future::ready(Err(Outage))
+    }
+    fn quota(&self) -> Quota {
+        self.0
+    }
+}
+
+/// Every counter the recorder holds: (name, `policy` label, `outcome` label) → value.
+fn counters(snapshotter: &metrics_util::debugging::Snapshotter) -> BTreeMap<String, u64> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let DebugValue::Counter(n) = value else {
+                return None;
+            };
+            let key = key.key();
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            Some((format!("{}{{{}}}", key.name(), labels.join(",")), n))
+        })
+        .collect()
+}
+
+#[cfg(feature = "tracing")]
+mod events {
+    //! A `tracing` subscriber that keeps each event's target, level and fields as a line.
+    use std::fmt::Write;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    #[derive(Clone, Default)]
+    pub struct Lines(pub Arc<Mutex<Vec<String>>>);
+
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, " {}={:?}", field.name(), value);
+        }
+    }
+
+    impl Subscriber for Lines {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let m = event.metadata();
+            let mut fields = Fields(format!("{} {}", m.target(), m.level()));
+            event.record(&mut fields);
+            self.0.lock().unwrap().push(fields.0);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+}
+
+#[tokio::test]
+async fn every_counter_counts_what_the_layer_did() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this process");
+    #[cfg(feature = "tracing")]
+    let lines = {
+        let lines = events::Lines::default();
+        tracing::subscriber::set_global_default(lines.clone()).unwrap();
+        lines
+    };
+
+    let clock = ManualClock::new();
+    let per_minute = |n| Quota::per_minute(n).unwrap();
+
+    // Client keys from a header; 2 per minute by default, 1 per minute under /login.
+    let limited = RateLimitLayer::new(
+        HeaderKey::new(http::HeaderName::from_static("x-client")),
+        local::<Box<[u8]>>(per_minute(2), &clock),
+    )
+    .try_route("/login", "login", local(per_minute(1), &clock))
+    .unwrap();
+    let stats = limited.stats();
+    let mut c = connect(serve(limited.layer(tower::service_fn(hello))).await).await;
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(get(&mut c, "/", &["a"]).await);
+    }
+    for _ in 0..2 {
+        got.push(get(&mut c, "//LOGIN", &["a"]).await);
+    }
+    got.push(get(&mut c, "/login", &[]).await); // no key
+    got.push(get(&mut c, "/", &["a", "b"]).await); // the key twice
+    assert_eq!(got, [200, 200, 429, 200, 429, 500, 400]);
+    assert_eq!(
+        (stats.denied(), stats.missing_key(), stats.invalid_key()),
+        (2, 1, 1)
+    );
+
+    // Shadow mode: 1 per minute, three requests pass, two would have been denied.
+    let shadow = RateLimitLayer::new(
+        HeaderKey::new(http::HeaderName::from_static("x-client")),
+        local::<Box<[u8]>>(per_minute(1), &clock),
+    )
+    .try_policy_name("shadowed")
+    .unwrap()
+    .shadow(true);
+    let mut c = connect(serve(shadow.layer(tower::service_fn(hello))).await).await;
+    for _ in 0..3 {
+        assert_eq!(get(&mut c, "/", &["b"]).await, 200);
+    }
+
+    // An unreachable store, failing open: two backend errors, both passed.
+    let down = RateLimitLayer::new(
+        HeaderKey::new(http::HeaderName::from_static("x-client")),
+        Down(per_minute(1)),
+    )
+    .try_policy_name("down")
+    .unwrap()
+    .on_error(OnError::Allow);
+    let mut c = connect(serve(down.layer(tower::service_fn(hello))).await).await;
+    for _ in 0..2 {
+        assert_eq!(get(&mut c, "/", &["c"]).await, 200);
+    }
+
+    // A minute later client a's default quota is back: one more admission.
+    clock.advance(Duration::from_secs(60));
+    let mut c = connect(serve(limited.layer(tower::service_fn(hello))).await).await;
+    assert_eq!(get(&mut c, "/", &["a"]).await, 200);
+
+    let mut want = BTreeMap::new();
+    for (policy, allowed, denied, shadow_denied, missing, invalid, errors) in [
+        ("default", 3, 1, 0, 0, 1, 0),
+        ("login", 1, 1, 0, 1, 0, 0),
+        ("shadowed", 1, 0, 2, 0, 0, 0),
+        ("down", 0, 0, 0, 0, 0, 2),
+    ] {
+        for (outcome, n) in [
+            ("allowed", allowed),
+            ("denied", denied),
+            ("shadow_denied", shadow_denied),
+        ] {
+            want.insert(
+                format!("tollgate_tower_decisions_total{{policy={policy},outcome={outcome}}}"),
+                n,
+            );
+        }
+        for (name, n) in [
+            ("missing_key", missing),
+            ("invalid_key", invalid),
+            ("backend_errors", errors),
+        ] {
+            want.insert(format!("tollgate_tower_{name}_total{{policy={policy}}}"), n);
+        }
+    }
+    assert_eq!(counters(&snapshotter), want);
+
+    #[cfg(feature = "tracing")]
+    {
+        let lines = lines.0.lock().unwrap().clone();
+        let ours: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("tollgate_tower "))
+            .collect();
+        let count = |needle: &str| ours.iter().filter(|l| l.contains(needle)).count();
+        assert_eq!(ours.len(), 8, "{ours:#?}");
+        assert_eq!(count("message=rate limit denial"), 4, "{ours:#?}");
+        assert_eq!(count("shadow=true"), 2, "{ours:#?}");
+        assert_eq!(
+            count("policy=\"login\" status=429 remaining=0 retry_after_ms=60000"),
+            1,
+            "{ours:#?}"
+        );
+        assert_eq!(count("reason=\"missing\""), 1, "{ours:#?}");
+        assert_eq!(count("reason=\"ambiguous\""), 1, "{ours:#?}");
+        assert_eq!(
+            count("WARN message=rate limit backend error policy=\"down\" error=store unreachable"),
+            2,
+            "{ours:#?}"
+        );
+    }
+}
