@@ -223,12 +223,12 @@ impl Member {
     /// it leaves, final before any thread can see a head past it. Nothing for the others.
     #[inline]
     pub(super) fn finish_slot(&self, head: u64, new_head: u64) {
-        if let Rule::Sliding(g) = &self.rule {
-            if let Some((i, word)) = sliding_window::finished(g, head, new_head) {
-                // Relaxed: published by the `Release` head compare-exchange that follows;
-                // `fetch_max` keeps the largest count if several movers race.
-                self.ring[i].fetch_max(word, Ordering::Relaxed);
-            }
+        if let Rule::Sliding(g) = &self.rule
+            && let Some((i, word)) = sliding_window::finished(g, head, new_head)
+        {
+            // Relaxed: published by the `Release` head compare-exchange that follows;
+            // `fetch_max` keeps the largest count if several movers race.
+            self.ring[i].fetch_max(word, Ordering::Relaxed);
         }
     }
 

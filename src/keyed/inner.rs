@@ -135,17 +135,17 @@ where
         let Ok(slot) = self.maker.make(quota) else {
             return Err(Decision::exceeds(0, 0));
         };
-        if let Some(bound) = &shared.bound {
-            if !self.make_room(shared, bound, now) {
-                return Err(match bound.when_full {
-                    WhenFull::Deny => {
-                        let period = duration_to_nanos(self.maker.in_force(quota).period());
-                        Decision::denied(0, now, now.saturating_add(period), 0)
-                    }
-                    // Judged by the fresh limiter, which is then dropped.
-                    WhenFull::AdmitUntracked => slot.untracked(now, n),
-                });
-            }
+        if let Some(bound) = &shared.bound
+            && !self.make_room(shared, bound, now)
+        {
+            return Err(match bound.when_full {
+                WhenFull::Deny => {
+                    let period = duration_to_nanos(self.maker.in_force(quota).period());
+                    Decision::denied(0, now, now.saturating_add(period), 0)
+                }
+                // Judged by the fresh limiter, which is then dropped.
+                WhenFull::AdmitUntracked => slot.untracked(now, n),
+            });
         }
         let map = &self.map;
         Ok(match map.try_insert(key.to_owned(), slot, guard) {

@@ -250,12 +250,12 @@ impl RedisLimiterBuilder {
             .await
             .map_err(|_| Error::Timeout { after: deadline })?
             .map_err(classify)?;
-        if let Some(version) = server_version(&info) {
-            if version < (5, 0) {
-                return Err(Error::ServerTooOld {
-                    version: format!("{}.{}", version.0, version.1),
-                });
-            }
+        if let Some(version) = server_version(&info)
+            && version < (5, 0)
+        {
+            return Err(Error::ServerTooOld {
+                version: format!("{}.{}", version.0, version.1),
+            });
         }
         let (body, suffixes) = script_for(self.algorithm);
         let script = Script::new(body);

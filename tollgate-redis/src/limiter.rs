@@ -392,10 +392,10 @@ impl RedisLimiter {
         let keys = self.keys(key);
         let breaker = inner.breakers.of(hash_tag(&keys[0]));
         let result = self.ask(&keys, &breaker, n, plan, now, lease).await;
-        if let (Ok((d, Some(taken))), Some(l)) = (&result, leases) {
-            if d.is_allowed() {
-                l.keep(key, taken.saturating_sub(n), now, d);
-            }
+        if let (Ok((d, Some(taken))), Some(l)) = (&result, leases)
+            && d.is_allowed()
+        {
+            l.keep(key, taken.saturating_sub(n), now, d);
         }
         let result = result.map(|(d, _)| d);
         match &result {
@@ -407,10 +407,10 @@ impl RedisLimiter {
                 } else {
                     &c.redis_denied
                 });
-                if !d.is_allowed() {
-                    if let Some(cache) = &inner.deny {
-                        cache.remember(key, n, quota, now, d);
-                    }
+                if !d.is_allowed()
+                    && let Some(cache) = &inner.deny
+                {
+                    cache.remember(key, n, quota, now, d);
                 }
             }
             Err(Error::CircuitOpen) => bump(&c.errors),

@@ -160,20 +160,20 @@ fn main() {
             let log = Arc::clone(&log);
             async move {
                 let res = svc.ready().await?.call(req).await?;
-                if let Some((method, uri)) = line {
-                    if res.status() == StatusCode::TOO_MANY_REQUESTS {
-                        use std::io::Write;
-                        let retry = res
-                            .headers()
-                            .get("retry-after")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("-");
-                        let _ = writeln!(
-                            log.lock(),
-                            "denied {peer} {method} {} retry-after={retry}",
-                            uri.path()
-                        );
-                    }
+                if let Some((method, uri)) = line
+                    && res.status() == StatusCode::TOO_MANY_REQUESTS
+                {
+                    use std::io::Write;
+                    let retry = res
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-");
+                    let _ = writeln!(
+                        log.lock(),
+                        "denied {peer} {method} {} retry-after={retry}",
+                        uri.path()
+                    );
                 }
                 Ok(res)
             }

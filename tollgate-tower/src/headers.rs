@@ -511,10 +511,10 @@ impl PolicyHeaders {
     }
 
     fn ratelimit(&self, r: u64, t: u64) -> HeaderValue {
-        if r == 0 {
-            if let Some(v) = usize::try_from(t).ok().and_then(|t| self.denied.get(t)) {
-                return v.clone();
-            }
+        if r == 0
+            && let Some(v) = usize::try_from(t).ok().and_then(|t| self.denied.get(t))
+        {
+            return v.clone();
         }
         let mut r_buf = itoa::Buffer::new();
         let mut t_buf = itoa::Buffer::new();

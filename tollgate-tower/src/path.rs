@@ -96,15 +96,15 @@ fn decode_once(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' {
-            if let (Some(h), Some(l)) = (
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
                 bytes.get(i + 1).copied().and_then(hex),
                 bytes.get(i + 2).copied().and_then(hex),
-            ) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
+            )
+        {
+            out.push(h << 4 | l);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

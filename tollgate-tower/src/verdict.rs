@@ -134,12 +134,11 @@ impl<X, Bk: Backend> Config<X, Bk> {
             message: "rate limit exceeded",
         });
         if mode == HeaderMode::Never {
-            if let Some(r) = rendered.retry_after {
-                if let http::header::Entry::Vacant(e) =
+            if let Some(r) = rendered.retry_after
+                && let http::header::Entry::Vacant(e) =
                     res.headers_mut().entry(http::header::RETRY_AFTER)
-                {
-                    e.insert(r);
-                }
+            {
+                e.insert(r);
             }
         } else {
             rendered.apply(res.headers_mut());

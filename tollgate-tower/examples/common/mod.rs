@@ -233,7 +233,7 @@ impl Upstream {
         &self,
         mut req: Request<Incoming>,
         peer: SocketAddr,
-    ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
+    ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + use<> {
         let path = req
             .uri()
             .path_and_query()
