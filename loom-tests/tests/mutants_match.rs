@@ -127,6 +127,15 @@ fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
         function(PLANTED, "pub mod fixed_window", "fn refunded("),
     );
     assert_planted_only(
+        "planted::sliding_window::refunded",
+        function(
+            SLIDING_WINDOW,
+            "/// A refund of `n` on `head`",
+            "fn refunded(",
+        ),
+        function(PLANTED, "pub mod sliding_window", "fn refunded("),
+    );
+    assert_planted_only(
         "planted::token_bucket::refunded",
         function(TOKEN_BUCKET, "/// A refund of `n` on `tat`", "fn refunded("),
         function(PLANTED, "pub mod token_bucket", "fn refunded("),
@@ -165,7 +174,7 @@ fn fixed_window_store_new_window_is_the_real_acquire_with_a_store() {
 
 #[test]
 fn sliding_window_mutants_are_the_real_acquire_with_one_change() {
-    for mutant in ["RelaxedHead", "RingAfterCas"] {
+    for mutant in ["RelaxedHead", "RingAfterCas", "StaleRingStore"] {
         assert_planted_only(
             mutant,
             function(SLIDING_WINDOW, "impl Algo for Sliding", "fn acquire("),
