@@ -90,7 +90,10 @@ fn second_move_reads_the_ring<L: Limiter + 'static>(
         make,
         SLOT0,
         &[SetClock(SLOT0), Acquire(2)],
-        &[&[SetClock(SLOT1), Acquire(1), SetClock(SLOT2)], &[Acquire(1)]],
+        &[
+            &[SetClock(SLOT1), Acquire(1), SetClock(SLOT2)],
+            &[Acquire(1)],
+        ],
         SLOT2,
         1,
     )
@@ -267,7 +270,10 @@ fn clock_moves_racing_admissions() {
 #[test]
 fn a_delayed_mover_never_lowers_a_finished_slot() {
     model("sliding_window/delayed mover 3x1", delayed_mover(real4));
-    model("sliding_window/twin delayed mover 3x1", delayed_mover(twin4));
+    model(
+        "sliding_window/twin delayed mover 3x1",
+        delayed_mover(twin4),
+    );
     model(
         "sliding_window/wide head, delayed mover 3x1",
         delayed_mover_wide(real_wide),

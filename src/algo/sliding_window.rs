@@ -123,6 +123,12 @@ impl Geometry {
         self.slots as usize + 1
     }
 
+    /// Bits of a packed word that hold a count.
+    #[inline(always)]
+    pub fn count_bits(&self) -> u32 {
+        self.p.count_bits
+    }
+
     /// Whether the head's three fields fit one `u64`: the slot number up to the horizon (and
     /// one more) and two counts.
     pub fn narrow(&self) -> bool {
@@ -159,6 +165,16 @@ pub fn decide_head(
             finished: None,
         };
         return (Decision::allowed(remaining, reset), Some(write));
+    }
+    // A denial in the head's slot that the head's own count decides: what the older slots
+    // hold could leave first, but leaves too little while the head slot counts, so the
+    // request passes when the head slot leaves the window (what the ring walk would find).
+    let count = head.count();
+    if now_ns / p.len <= head.epoch && n != 0 && n <= p.limit && count + n > p.limit {
+        let end = (head.epoch + g.slots + 1) * p.len;
+        let remaining = p.limit.saturating_sub(head.total);
+        let reset = end.saturating_sub(now_ns);
+        return (Decision::denied(remaining, now_ns, end, reset), None);
     }
     decide_slow(g, head, ring, now_ns, n)
 }
@@ -219,8 +235,12 @@ fn decide_slow(
         }
         // Here `cur > head.epoch` (the fast path took the rest): the head moves to `cur`,
         // carrying the live slots before it, and finishes its slot if that one still counts.
-        let finished = (head_count != 0 && head.epoch >= first)
-            .then(|| ((head.epoch % ring_len) as usize, head.epoch << p.count_bits | head_count));
+        let finished = (head_count != 0 && head.epoch >= first).then(|| {
+            (
+                (head.epoch % ring_len) as usize,
+                head.epoch << p.count_bits | head_count,
+            )
+        });
         let write = Move {
             head: Head {
                 epoch: cur,
@@ -268,8 +288,10 @@ pub(crate) fn refunded(g: &Geometry, head: Head, now_ns: u64, n: u64) -> (u64, O
 }
 
 /// A head word: a [`Head`] packed into a `u64` or `u128` with `count_bits`-bit counts.
-trait Packed: Copy + Eq {
+pub trait Packed: Copy + Eq {
+    /// The fields of `self`.
     fn unpack(self, count_bits: u32) -> Head;
+    /// `head` packed.
     fn pack(head: Head, count_bits: u32) -> Self;
 }
 
@@ -306,9 +328,12 @@ impl Packed for u128 {
 }
 
 /// The atomic holding a [`Packed`] head.
-trait HeadAtomic {
+pub trait HeadAtomic {
+    /// The packed head.
     type Word: Packed;
+    /// The head, loaded with `order`.
     fn load(&self, order: Ordering) -> Self::Word;
+    /// A weak compare-exchange of the head.
     fn cas_weak(
         &self,
         current: Self::Word,
@@ -424,6 +449,43 @@ impl HeadCell {
     }
 }
 
+/// One request on the head `word` and the ring `ring`: the compare-exchange loop around
+/// [`decide_head`], the finished slot written to the ring before the head moves past it.
+#[inline(always)]
+fn acquire_on<A: HeadAtomic>(
+    word: &A,
+    ring: &[AtomicU64],
+    g: &Geometry,
+    now_ns: u64,
+    n: u64,
+) -> Decision {
+    let cb = g.count_bits();
+    // Acquire: pairs with the Release of the CAS that moved the head here, so the ring
+    // entries of the slots it finished are visible to a move or a denial.
+    let mut current = word.load(Ordering::Acquire);
+    loop {
+        // Relaxed: ordered after the Acquire head load; see the module's orderings.
+        let read = |i: usize| ring[i].load(Ordering::Relaxed);
+        let (decision, write) = decide_head(g, current.unpack(cb), read, now_ns, n);
+        let Some(write) = write else {
+            return decision;
+        };
+        if let Some((i, finished)) = write.finished {
+            // Relaxed: published by the Release CAS that follows; fetch_max keeps the
+            // largest count if several movers race, so a late loser never lowers it.
+            ring[i].fetch_max(finished, Ordering::Relaxed);
+        }
+        let new = A::Word::pack(write.head, cb);
+        // Release on success: publishes the ring write above to whoever sees the new head.
+        // Acquire on failure: the returned head is the next one decided on. Weak: a
+        // spurious failure only loops once more.
+        match word.cas_weak(current, new, Ordering::Release, Ordering::Acquire) {
+            Ok(_) => return decision,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
 /// One sliding window's atomics: the head and the ring of finished slots.
 #[derive(Debug)]
 pub struct SlotRing {
@@ -459,34 +521,13 @@ impl Algo for Sliding {
         g.p.len
     }
 
-    /// The compare-exchange loop around [`decide_head`].
+    /// The compare-exchange loop around [`decide_head`] ([`acquire_on`]) on the head's form.
     #[inline]
     fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
-        // Load Acquire: pairs with the Release of the CAS that moved the head here, so the
-        // ring entries of the slots it finished are visible to a move or a denial. CAS
-        // Release on success: publishes the ring write made in `propose` to whoever sees the
-        // new head. Acquire on failure: the returned head is the next one decided on.
-        let (decision, _) = s.head.update(
-            g,
-            Ordering::Acquire,
-            Ordering::Release,
-            Ordering::Acquire,
-            |head| {
-                // Relaxed: ordered after the Acquire head load; see the module's orderings.
-                let ring = |i: usize| s.ring[i].load(Ordering::Relaxed);
-                let (decision, write) = decide_head(g, head, ring, now_ns, n);
-                let Some(write) = write else {
-                    return (decision, None);
-                };
-                if let Some((i, word)) = write.finished {
-                    // Relaxed: published by the Release CAS that follows; fetch_max keeps the
-                    // largest count if several movers race, so a late loser never lowers it.
-                    s.ring[i].fetch_max(word, Ordering::Relaxed);
-                }
-                (decision, Some(write.head))
-            },
-        );
-        decision
+        match &s.head {
+            HeadCell::Narrow(word) => acquire_on(word, &s.ring, g, now_ns, n),
+            HeadCell::Wide(word) => acquire_on(word, &s.ring, g, now_ns, n),
+        }
     }
 
     /// The head and the ring read as `acquire` reads them, and [`decide_head`]; the slot it
