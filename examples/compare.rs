@@ -302,5 +302,27 @@ fn main() {
              alone is {raw:.1} ns"
         );
     }
+    println!(
+        "\nThe sliding window (held to the limit in every window) against its mutex twin and \
+         the fixed window (ratios: the other's time over the sliding window's):"
+    );
+    for (what, s) in [
+        ("one thread, allowed", &allowed),
+        ("one thread, denied", &denied),
+        ("two threads, one limiter", &two),
+    ] {
+        verdict(
+            &format!("{what}, vs MutexSlidingWindow"),
+            s,
+            "SlidingWindow",
+            "MutexSlidingWindow",
+        );
+        verdict(
+            &format!("{what}, vs FixedWindow"),
+            s,
+            "SlidingWindow",
+            "FixedWindow",
+        );
+    }
     println!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
 }

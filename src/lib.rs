@@ -166,7 +166,9 @@ pub mod __loom {
     }
     /// The sliding window's algorithm, geometry, state and pure decision.
     pub mod sliding_window {
-        pub use crate::algo::sliding_window::{decide, Geometry, Sliding, SlotRing};
+        pub use crate::algo::sliding_window::{
+            decide_head, Geometry, Head, HeadAtomic, HeadCell, Move, Packed, Sliding, SlotRing,
+        };
     }
     /// The sliding log's algorithm, parameters and state.
     pub mod sliding_log {

@@ -19,59 +19,60 @@ pub(crate) use loom::sync::atomic::AtomicU32;
 pub(crate) use portable_atomic::AtomicU32;
 
 // A live keyed token bucket's word: `tat` beside the version it is counted in, compared and
-// exchanged together (cmpxchg16b on x86_64, casp or ldxp/stxp on aarch64).
-#[cfg(all(not(tollgate_loom), feature = "std"))]
+// exchanged together (cmpxchg16b on x86_64, casp or ldxp/stxp on aarch64); a sliding window's
+// wide head (no_std too: portable-atomic's fallback where the target has no such instruction).
+#[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::AtomicU128;
-// Loom has no 128-bit atomic: under loom it is one loom `AtomicU64` holding both halves
-// narrowed to 32 bits each (the models' values are small), so the model still sees every
-// access to the word with its ordering.
-#[cfg(all(tollgate_loom, feature = "std"))]
+// Loom has no 128-bit atomic: under loom it is one loom `AtomicU64` holding the number of its
+// value in a table of every value seen (equal values, equal numbers), so the model sees every
+// access to the word with its ordering, and a compare-exchange on numbers is one on values.
+#[cfg(tollgate_loom)]
 pub(crate) use loom_u128::AtomicU128;
 
-#[cfg(all(tollgate_loom, feature = "std"))]
+#[cfg(tollgate_loom)]
 mod loom_u128 {
-    use super::{AtomicU64, Ordering};
+    extern crate std;
 
-    /// A 128-bit word as a loom `AtomicU64`: each 64-bit half in 32 bits, `u64::MAX` kept.
+    use super::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    /// Every value a model's 128-bit word has held, by number (first seen, first numbered).
+    /// Outside the model: loom runs every thread of a model on one OS thread, and a value's
+    /// number never changes, so the table is the same for every execution that sees it.
+    static VALUES: Mutex<Vec<u128>> = Mutex::new(Vec::new());
+
+    /// A 128-bit word as a loom `AtomicU64` holding its value's number.
     #[derive(Debug)]
     pub struct AtomicU128(AtomicU64);
 
-    fn narrow(half: u64) -> u64 {
-        if half == u64::MAX {
-            return u64::from(u32::MAX);
-        }
-        assert!(
-            half < u64::from(u32::MAX),
-            "a loom model's word half is below 2^32 - 1"
-        );
-        half
+    fn number(v: u128) -> u64 {
+        let mut values = VALUES.lock().unwrap_or_else(|e| e.into_inner());
+        let i = match values.iter().position(|&x| x == v) {
+            Some(i) => i,
+            None => {
+                values.push(v);
+                values.len() - 1
+            }
+        };
+        i as u64
     }
 
-    fn widen(half: u64) -> u64 {
-        if half == u64::from(u32::MAX) {
-            u64::MAX
-        } else {
-            half
-        }
-    }
-
-    fn pack(v: u128) -> u64 {
-        narrow((v >> 64) as u64) << 32 | narrow(v as u64)
-    }
-
-    fn unpack(v: u64) -> u128 {
-        u128::from(widen(v >> 32)) << 64 | u128::from(widen(v & u64::from(u32::MAX)))
+    fn value(i: u64) -> u128 {
+        VALUES.lock().unwrap_or_else(|e| e.into_inner())[i as usize]
     }
 
     impl AtomicU128 {
         pub(crate) fn new(v: u128) -> Self {
-            AtomicU128(AtomicU64::new(pack(v)))
+            AtomicU128(AtomicU64::new(number(v)))
         }
 
         pub(crate) fn load(&self, order: Ordering) -> u128 {
-            unpack(self.0.load(order))
+            // The caller's ordering, on the number.
+            value(self.0.load(order))
         }
 
+        #[cfg_attr(not(feature = "std"), allow(dead_code))]
         pub(crate) fn compare_exchange(
             &self,
             current: u128,
@@ -79,10 +80,11 @@ mod loom_u128 {
             success: Ordering,
             failure: Ordering,
         ) -> Result<u128, u128> {
+            // The caller's orderings, on the numbers.
             self.0
-                .compare_exchange(pack(current), pack(new), success, failure)
-                .map(unpack)
-                .map_err(unpack)
+                .compare_exchange(number(current), number(new), success, failure)
+                .map(value)
+                .map_err(value)
         }
 
         pub(crate) fn compare_exchange_weak(
@@ -92,10 +94,11 @@ mod loom_u128 {
             success: Ordering,
             failure: Ordering,
         ) -> Result<u128, u128> {
+            // The caller's orderings, on the numbers.
             self.0
-                .compare_exchange_weak(pack(current), pack(new), success, failure)
-                .map(unpack)
-                .map_err(unpack)
+                .compare_exchange_weak(number(current), number(new), success, failure)
+                .map(value)
+                .map_err(value)
         }
     }
 }

@@ -129,6 +129,15 @@ fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
         function(PLANTED, "pub mod fixed_window", "fn refunded("),
     );
     assert_planted_only(
+        "planted::sliding_window::refunded",
+        function(
+            SLIDING_WINDOW,
+            "/// A refund of `n` on `head`",
+            "fn refunded(",
+        ),
+        function(PLANTED, "pub mod sliding_window", "fn refunded("),
+    );
+    assert_planted_only(
         "planted::token_bucket::refunded",
         function(TOKEN_BUCKET, "/// A refund of `n` on `tat`", "fn refunded("),
         function(PLANTED, "pub mod token_bucket", "fn refunded("),
@@ -167,15 +176,29 @@ fn fixed_window_store_new_window_is_the_real_acquire_with_a_store() {
 
 #[test]
 fn sliding_window_mutants_are_the_real_acquire_with_one_change() {
-    for mutant in ["RelaxedHead", "RingAfterCas"] {
+    for (mutant, module) in [
+        ("RelaxedHead", "pub mod relaxed_head"),
+        ("RingAfterCas", "pub mod ring_after_cas"),
+        ("StaleRingStore", "pub mod stale_ring_store"),
+    ] {
         assert_planted_only(
             mutant,
+            function(
+                SLIDING_WINDOW,
+                "/// One request on the head `word`",
+                "fn acquire_on<",
+            ),
+            function(M_SLIDING_WINDOW, module, "fn acquire_on<"),
+        );
+        // The `acquire` around it is the real one, word for word.
+        assert_eq!(
             function(SLIDING_WINDOW, "impl Algo for Sliding", "fn acquire("),
             function(
                 M_SLIDING_WINDOW,
                 &format!("impl Algo for {mutant}"),
-                "fn acquire(",
+                "fn acquire("
             ),
+            "{mutant}: its acquire is not the real one"
         );
     }
 }

@@ -233,9 +233,8 @@ fn group_and_live_refunds_racing_a_rollover() {
     model("refund/Limits token bucket member", bucket(group_bucket));
     model("refund/LiveFixedWindow", fixed(live_fixed));
     model("refund/LiveSlidingWindow", sliding(live_sliding));
-    // Not the live token bucket: its 16-byte word holds times here that the loom stand-in
-    // for a 128-bit atomic (two 32-bit halves in one loom word) cannot; its refund is the
-    // token bucket's `refunded` on the same word, which the bucket model above checks.
+    // Not the live token bucket: its refund is the token bucket's `refunded` on its 16-byte
+    // word, which the bucket model above checks.
 }
 
 #[test]

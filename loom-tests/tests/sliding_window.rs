@@ -1,8 +1,10 @@
-//! Loom models of the sliding-window counter: a head word (slot, count) plus a ring of
-//! finished slots, written with `fetch_max` before the head CAS (`Release`) and read after an
-//! `Acquire` head load. The rollover models are where a `Relaxed` instead of
-//! `Acquire`/`Release`, or a ring write after the CAS, must show: both mutants must fail them.
-//! The mutex twin passes the same models.
+//! Loom models of the sliding-window counter: a head word (slot, the older slots' sum, the
+//! window's total) plus a ring of finished slots, written with `fetch_max` before the head CAS
+//! (`Release`) and read after an `Acquire` head load by the thread that moves the head. The
+//! rollover models are where a `Relaxed` instead of `Acquire`/`Release`, or a ring write after
+//! the CAS, must show; the delayed-mover model is where a plain ring store (a mover that lost
+//! its CAS overwriting the final count with the smaller one it loaded) must show. Every mutant
+//! must fail its models. The mutex twin passes the same models.
 //!
 //! Geometry of every model: 2 slots of 1 s (period 2 s), so an admission in slot `e` counts
 //! until slot `e + 3` begins; ring of 3 entries.
@@ -11,7 +13,7 @@
 use std::time::Duration;
 
 use loom_tests::mutants::mutant;
-use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas};
+use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas, StaleRingStore};
 use loom_tests::{
     admitted_units, drain, exactly_admitted, expect_caught, frozen, frozen_mixed_costs,
     frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
@@ -26,6 +28,8 @@ const SLOTS: u32 = 2;
 const MID: Duration = Duration::from_millis(3_500);
 const SLOT0: Duration = Duration::from_millis(500);
 const SLOT1: Duration = Duration::from_millis(1_500);
+/// Slot 2: slot 0 still counts (until slot 3 begins).
+const SLOT2: Duration = Duration::from_millis(2_500);
 /// Slot 3 begins: slot 0's admissions have left the window.
 const SLOT3: Duration = Duration::from_secs(3);
 const SLOT5: Duration = Duration::from_millis(5_500);
@@ -72,6 +76,29 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
     )
 }
 
+/// Limit 3; slot 0 holds 2. One thread moves the clock into slot 1, acquires (the head moves
+/// to slot 1, slot 0 goes to the ring) and moves the clock into slot 2, while another
+/// acquires: slots 0 and 1 stay in the window, so exactly 1 of the two passes. A thread at
+/// slot 2 moves the head a second time and sums slot 0 from the ring: if it sees the head in
+/// slot 1 but slot 0's entry from before it was written, it counts 1 instead of 3 and admits
+/// too much (what the two ordering mutants do; an admission in the head's slot reads only the
+/// head, so one move alone cannot show them).
+fn second_move_reads_the_ring<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    exactly_admitted(
+        make,
+        SLOT0,
+        &[SetClock(SLOT0), Acquire(2)],
+        &[
+            &[SetClock(SLOT1), Acquire(1), SetClock(SLOT2)],
+            &[Acquire(1)],
+        ],
+        SLOT2,
+        1,
+    )
+}
+
 /// Limit 2; slot 0 full. One thread advances the clock to slot 3, where slot 0 has left the
 /// window, while two acquire: racers plus a drain at slot 3 admit exactly 2.
 fn expiry_racing_admissions<L: Limiter + 'static>(
@@ -102,6 +129,55 @@ fn clock_step_back_racing_admissions<L: Limiter + 'static>(
     )
 }
 
+/// Limit 4; slot 0 holds 1. A straggler admits in slot 0 (its clock read before the advance)
+/// while one thread moves the clock into slot 1 and acquires and a third acquires: a mover
+/// may load the head before the straggler's admission, lose its CAS to another mover that
+/// finishes slot 0 with its final count, and only then write slot 0's ring entry with the
+/// count it loaded. All three pass; at slot 2, where slot 0 still counts, the move sums slot
+/// 0 from the ring: a stale entry there admits more than the 4 of the window.
+fn delayed_mover<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    exactly_admitted(
+        make,
+        SLOT0,
+        &[SetClock(SLOT0), Acquire(1)],
+        &[&[Acquire(1)], &[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]],
+        SLOT2,
+        3,
+    )
+}
+
+/// The wide head's unit: limits from `4 × WIDE` up do not fit the slot number and two counts
+/// in 64 bits at these slots, so the head is a 128-bit word (under loom, one loom word holding
+/// the number of its value: every access still seen with its ordering).
+const WIDE: u64 = 1 << 16;
+
+/// [`delayed_mover`] on the wide head: limit `4 × WIDE`, every cost `WIDE`; at slot 2 the
+/// window is full, so one more unit is denied.
+fn delayed_mover_wide<L: Limiter + 'static>(
+    make: fn(ManualClock) -> L,
+) -> impl Fn() + Send + Sync + 'static {
+    scenario(
+        make,
+        SLOT0,
+        &[SetClock(SLOT0), Acquire(WIDE)],
+        &[
+            &[Acquire(WIDE)],
+            &[SetClock(SLOT1), Acquire(WIDE)],
+            &[Acquire(WIDE)],
+        ],
+        |clock, limiter, calls| {
+            assert_eq!(admitted_units(calls), 3 * WIDE, "lost: {calls:?}");
+            clock.set(SLOT2);
+            assert!(
+                !limiter.try_acquire().is_allowed(),
+                "over the limit: {calls:?}"
+            );
+        },
+    )
+}
+
 fn real2(c: ManualClock) -> SlidingWindow<ManualClock> {
     SlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
 }
@@ -114,17 +190,37 @@ fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
 fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
     MutexSlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
 }
+fn real4(c: ManualClock) -> SlidingWindow<ManualClock> {
+    SlidingWindow::try_with_slots(quota(4), SLOTS, c).expect("valid slots")
+}
+fn twin4(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+    MutexSlidingWindow::try_with_slots(quota(4), SLOTS, c).expect("valid slots")
+}
+fn stale_store4(c: ManualClock) -> RateLimiter<StaleRingStore, ManualClock> {
+    mutant(geometry(4), c)
+}
+fn wide_quota() -> Quota {
+    quota(4 * WIDE)
+}
+fn real_wide(c: ManualClock) -> SlidingWindow<ManualClock> {
+    SlidingWindow::try_with_slots(wide_quota(), SLOTS, c).expect("valid slots")
+}
+fn twin_wide(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+    MutexSlidingWindow::try_with_slots(wide_quota(), SLOTS, c).expect("valid slots")
+}
+fn stale_store_wide(c: ManualClock) -> RateLimiter<StaleRingStore, ManualClock> {
+    mutant(wide_geometry(), c)
+}
+fn wide_geometry() -> Geometry {
+    let g = Geometry::new(&wide_quota(), SLOTS).expect("valid slots");
+    assert!(!g.narrow(), "the wide models run on a wide head");
+    g
+}
 fn geometry(limit: u64) -> Geometry {
     Geometry::new(&quota(limit), SLOTS).expect("valid slots")
 }
-fn relaxed2(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
-    mutant(geometry(2), c)
-}
 fn relaxed3(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
     mutant(geometry(3), c)
-}
-fn late_ring2(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
-    mutant(geometry(2), c)
 }
 fn late_ring3(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
     mutant(geometry(3), c)
@@ -153,6 +249,10 @@ fn slot_rollover_racing_admissions() {
         "sliding_window/rollover racing a clock advance",
         rollover_racing_admissions(real2),
     );
+    model(
+        "sliding_window/second move reads the ring 2x",
+        second_move_reads_the_ring(real3),
+    );
 }
 
 #[test]
@@ -164,6 +264,37 @@ fn clock_moves_racing_admissions() {
     model(
         "sliding_window/clock step back",
         clock_step_back_racing_admissions(real2),
+    );
+}
+
+#[test]
+fn a_delayed_mover_never_lowers_a_finished_slot() {
+    model("sliding_window/delayed mover 3x1", delayed_mover(real4));
+    model(
+        "sliding_window/twin delayed mover 3x1",
+        delayed_mover(twin4),
+    );
+    model(
+        "sliding_window/wide head, delayed mover 3x1",
+        delayed_mover_wide(real_wide),
+    );
+    model(
+        "sliding_window/twin wide, delayed mover 3x1",
+        delayed_mover_wide(twin_wide),
+    );
+}
+
+#[test]
+fn stale_ring_store_mutant_is_caught() {
+    expect_caught(
+        "sliding_window/ring stored, not fetch_max, delayed mover 3x1",
+        "over the limit",
+        delayed_mover(stale_store4),
+    );
+    expect_caught(
+        "sliding_window/ring stored, not fetch_max, wide head, delayed mover 3x1",
+        "over the limit",
+        delayed_mover_wide(stale_store_wide),
     );
 }
 
@@ -190,6 +321,10 @@ fn mutex_twin_passes_the_same_models() {
         rollover_racing_admissions(twin2),
     );
     model(
+        "sliding_window/twin second move reads the ring 2x",
+        second_move_reads_the_ring(twin3),
+    );
+    model(
         "sliding_window/twin expiry racing a clock advance",
         expiry_racing_admissions(twin2),
     );
@@ -207,9 +342,9 @@ fn relaxed_head_mutant_is_caught() {
         slot_rollover_at_a_frozen_instant(relaxed3),
     );
     expect_caught(
-        "sliding_window/Relaxed head load, rollover racing a clock advance",
+        "sliding_window/Relaxed head load, second move reads the ring 2x",
         "over the limit",
-        rollover_racing_admissions(relaxed2),
+        second_move_reads_the_ring(relaxed3),
     );
 }
 
@@ -221,9 +356,9 @@ fn ring_write_after_cas_mutant_is_caught() {
         slot_rollover_at_a_frozen_instant(late_ring3),
     );
     expect_caught(
-        "sliding_window/ring write after the CAS, rollover racing a clock advance",
+        "sliding_window/ring write after the CAS, second move reads the ring 2x",
         "over the limit",
-        rollover_racing_admissions(late_ring2),
+        second_move_reads_the_ring(late_ring3),
     );
 }
 

@@ -19,14 +19,22 @@ pub mod fixed_window {
     }
 }
 
-/// The sliding window's refund through the fixed window's planted helper.
+/// The sliding window's refund, with the same stale check: a head is stale only when the
+/// refund's reading is in a later slot than the head's.
 pub mod sliding_window {
-    use crate::algo::sliding_window::Geometry;
+    use crate::algo::sliding_window::{Geometry, Head};
+    use crate::quota::HORIZON;
 
-    /// The planted fixed-window helper on the head slot's parameters.
+    /// A refund of `n` on `head` at `now_ns` that also lowers a later slot's count.
     #[inline]
-    pub fn refunded(g: &Geometry, head: u64, now_ns: u64, n: u64) -> (u64, Option<u64>) {
-        super::fixed_window::refunded(&g.p, head, now_ns, n)
+    pub fn refunded(g: &Geometry, head: Head, now_ns: u64, n: u64) -> (u64, Option<Head>) {
+        let stale = now_ns.min(HORIZON) / g.p.len > head.epoch; // PLANTED: `>`, not `!=`
+        let given = if stale { 0 } else { n.min(head.count()) };
+        let head = Head {
+            total: head.total - given,
+            ..head
+        };
+        (given, (given > 0).then_some(head))
     }
 }
 

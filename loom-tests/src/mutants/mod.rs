@@ -14,6 +14,8 @@
 //! |                                          | a plain store, not the compare-exchange              |
 //! | [`sliding_window::RelaxedHead`]          | the head loaded (and the CAS failing) `Relaxed`      |
 //! | [`sliding_window::RingAfterCas`]         | the finished slot written to the ring after the CAS  |
+//! | [`sliding_window::StaleRingStore`]       | the finished slot stored into the ring, not          |
+//! |                                          | `fetch_max`ed (a late loser lowers it)               |
 //! | [`sliding_log::UnvalidatedRead`]         | the optimistic denial returned without re-checking   |
 //! |                                          | `seq`                                                |
 //! | [`sliding_log::NoLock`]                  | the optimistic admission recorded without the lock   |

@@ -51,8 +51,8 @@ impl Algo for SlidingLaterSlot {
         // continues the release sequence of the head's last move. A mover racing it may
         // write the slot's count from before the refund into the ring (`fetch_max` keeps the
         // larger): the refund is then lost, never an admission gained.
-        let (given, _) = update(
-            &s.head,
+        let (given, _) = s.head.update(
+            g,
             Ordering::Relaxed,
             Ordering::Relaxed,
             Ordering::Relaxed,
