@@ -52,4 +52,5 @@ gate() {
 step "tools (valgrind, gungraun-runner $GUNGRAUN_VERSION)" install_tools
 step "build every bench" cargo bench --no-run
 step "instruction-count gate (+5 % over benches/gungraun-baseline fails)" gate
+step "benches/instructions.md written from the baseline" python3 benches/instructions_table.py --check
 step "criterion smoke test (each benchmark once)" cargo bench --bench compare -- --test

@@ -28,4 +28,6 @@ rustup target add aarch64-unknown-linux-gnu
 qemu-aarch64 --version | head -n 1
 # The core crate only: the integrations (tokio, hyper, redis) are plain
 # portable Rust whose ARM code generation the core does not depend on.
-cargo test -p tollgate --target aarch64-unknown-linux-gnu
+# Unit, integration and doc tests; not the examples, which only print measurements.
+cargo test -p tollgate --target aarch64-unknown-linux-gnu --lib --tests
+cargo test -p tollgate --target aarch64-unknown-linux-gnu --doc
