@@ -2,7 +2,9 @@
 # The test suite, on a fresh machine too: installs the system packages the tests run against
 # (a real redis-server and redis-cli for tollgate-redis, openssl for the certificates of its
 # TLS test), then runs every test in the workspace: unit, integration and doc tests, the
-# README's examples included; then tollgate-redis's TLS test, with its `tls` feature.
+# README's examples included, with the optional integrations on (serde, tokio's timer,
+# tracing; tollgate-tower's metrics and tracing); then tollgate-redis's TLS test, with its
+# `tls` feature (the workspace run tests its refusal of `rediss://` without it).
 # Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-cargo test --workspace "$@"
+features=tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/metrics,tollgate-tower/tracing
+cargo test --workspace --features "$features" "$@"
 # `rediss://` against a real TLS-only redis-server (the distribution's build has TLS).
 exec cargo test -p tollgate-redis --features tls --test tls "$@"

@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# The core crate with its optional integrations on: quotas and keyed settings through serde,
-# waiting on tokio's timer, denials as tracing events. (`--all-features` would also turn on
-# `critical-section`, which is for targets without compare-and-swap.) Lint and test. Then each
-# crate's library with every feature alone.
+# The crates with their optional integrations on, linted (the README's test command runs
+# their tests so: scripts/test.sh): quotas and keyed settings through serde, waiting on tokio's
+# timer, denials as tracing events, tollgate-tower's counters and events. (`--all-features`
+# would also turn on `critical-section`, which is for targets without compare-and-swap.) Then
+# each crate's library with every feature alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-features=serde,tokio,tracing
-cargo clippy -p tollgate --all-targets --features "$features" -- -D warnings
-cargo test -p tollgate --features "$features"
-# tollgate-tower's counters and events through a real recorder and subscriber (a test that
-# needs the features, which `cargo test --workspace` leaves off).
-cargo test -p tollgate-tower --features metrics,tracing --test metrics
+features=tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/metrics,tollgate-tower/tracing
+cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 
 # Every feature alone, for each crate (what `cargo hack check --each-feature --lib` does): the
 # library with no default features and then with exactly one feature on, so no feature builds
