@@ -756,6 +756,7 @@ impl<C: Clock> RateLimiter<Sliding, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
     use core::time::Duration;
 
     #[test]

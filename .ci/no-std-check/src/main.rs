@@ -91,7 +91,7 @@ fn checks() -> Result<(), u8> {
 }
 
 /// The entry point: qemu-user starts here with a stack and nothing else.
-#[no_mangle]
+#[unsafe(no_mangle)]
 pub extern "C" fn _start() -> ! {
     exit(match checks() {
         Ok(()) => 0,
