@@ -19,6 +19,13 @@ echo "--- cargo doc, every feature, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features "${packages[@]}"
 
 echo "--- cargo package, verified"
+# Verification builds each crate against the others' packaged copies, which cargo unpacks into a
+# local registry named after target/package ("-<hash>" under registry/src) and never unpacks
+# again: a copy left there by an earlier package run of the same checkout path would stand in
+# for today's sources. Remove only those local copies of these crates.
+for c in "${crates[@]}"; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$c"-[0-9]*
+done
 cargo package "${packages[@]}"
 for c in "${crates[@]}"; do
   version=$(cargo pkgid -p "$c" | sed 's/.*[@#]//')
