@@ -205,6 +205,8 @@ pub use decision::Decision;
 #[cfg(feature = "std")]
 pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 #[cfg(feature = "std")]
+pub use keyed::KeyedLimit;
+#[cfg(feature = "std")]
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, KeyedPin, WhenFull};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};

@@ -103,7 +103,7 @@ impl MetricsSnapshot {
     }
 }
 
-/// A limiter (or a [`KeyedLimiter`](crate::KeyedLimiter)) that counts its decisions.
+/// A limiter (or a keyed one, any [`KeyedLimit`](crate::KeyedLimit)) that counts its decisions.
 ///
 /// It answers exactly as the limiter it wraps, and adds one `Relaxed` increment of a counter
 /// in the calling thread's stripe per decision (see the module's layout). A limiter that is
@@ -127,8 +127,9 @@ pub struct Metered<L> {
 
 /// What a [`Metered`] snapshot reads from the limiter it wraps, besides the decisions it
 /// counted: the keys a keyed map has evicted ([`KeyedLimiter::evicted_keys`], none for the
-/// other limiters). Implemented for every [`Limiter`] and for
-/// [`KeyedLimiter`](crate::KeyedLimiter); sealed.
+/// other limiters). Implemented for every [`Limiter`], for
+/// [`KeyedLimiter`](crate::KeyedLimiter) and for [`SketchLimiter`](crate::SketchLimiter)
+/// (which never evicts); sealed.
 ///
 /// [`KeyedLimiter::evicted_keys`]: crate::KeyedLimiter::evicted_keys
 ///
@@ -159,6 +160,7 @@ mod sealed {
     pub trait Sealed {}
     impl<L: super::Limiter + ?Sized> Sealed for L {}
     impl<K, C, S> Sealed for crate::keyed::KeyedLimiter<K, C, S> {}
+    impl<K: ?Sized, C, S> Sealed for crate::sketch::SketchLimiter<K, C, S> {}
 }
 
 impl<L: Limiter + ?Sized> Observed for L {
@@ -250,7 +252,9 @@ impl<L: Observed> Metered<L> {
         }
         s
     }
+}
 
+impl<L> Metered<L> {
     /// Counts `d` in the calling thread's stripe (and, with `tracing`, reports a denial).
     #[inline]
     fn record(&self, n: u64, d: &Decision) {
@@ -314,10 +318,43 @@ impl<L: Limiter> Limiter for Metered<L> {
 mod keyed {
     use super::*;
     use crate::clock::Clock;
-    use crate::keyed::KeyedLimiter;
+    use crate::keyed::{KeyedLimit, KeyedLimiter};
     use crate::quota::Quota;
+    use crate::sketch::SketchLimiter;
     use core::borrow::Borrow;
     use core::hash::{BuildHasher, Hash};
+
+    /// A metered keyed limiter: the wrapped limiter's answers, each counted.
+    ///
+    /// ```
+    /// use tollgate::{KeyedLimit, ManualClock, Metered, Quota, SketchLimiter, SketchSize};
+    /// let per_ip = Metered::new(SketchLimiter::<str, _>::with_clock(
+    ///     Quota::per_second(1)?, SketchSize::columns(64)?, ManualClock::new()));
+    /// let _ = (per_ip.try_acquire("10.0.0.1"), per_ip.try_acquire("10.0.0.1"));
+    /// assert_eq!((per_ip.snapshot().allowed, per_ip.snapshot().denied), (1, 1));
+    /// assert_eq!(KeyedLimit::<str>::quota(&per_ip), Quota::per_second(1)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    impl<Q: ?Sized, L: KeyedLimit<Q>> KeyedLimit<Q> for Metered<L> {
+        #[inline]
+        fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
+            let d = self.inner.try_acquire_n(key, n);
+            self.record(n, &d);
+            d
+        }
+
+        #[inline]
+        fn quota(&self) -> Quota {
+            self.inner.quota()
+        }
+    }
+
+    /// None: a sketch counts every key in fixed memory and never evicts.
+    impl<K: ?Sized, C, S> Observed for SketchLimiter<K, C, S> {
+        fn evicted_keys(&self) -> u64 {
+            0
+        }
+    }
 
     /// The keys a keyed map has evicted, by whichever sweep.
     impl<K, C, S> Observed for KeyedLimiter<K, C, S>
@@ -375,9 +412,7 @@ mod keyed {
             K: Borrow<Q>,
             Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         {
-            let d = self.inner.try_acquire_n(key, n);
-            self.record(n, &d);
-            d
+            KeyedLimit::try_acquire_n(self, key, n)
         }
 
         /// [`KeyedLimiter::try_acquire_with`], counted.

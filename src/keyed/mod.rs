@@ -47,12 +47,14 @@ mod inner;
 mod map;
 mod options;
 mod pin;
+mod request;
 
 pub use builder::KeyedBuilder;
 use map::Keyed;
 pub use map::KeyedLimiter;
 pub use options::{Algorithm, KeyHasher, WhenFull};
 pub use pin::KeyedPin;
+pub use request::KeyedLimit;
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
