@@ -1,19 +1,22 @@
-//! Where decisions come from: the [`Backend`] trait, and [`LocalBackend`] over an in-process
-//! [`KeyedLimiter`].
+//! Where decisions come from: the [`Backend`] trait, and [`KeyedBackend`] over any
+//! in-process keyed limiter (a [`KeyedLimit`]): [`LocalBackend`] over a [`KeyedLimiter`], or a
+//! fixed-memory [`SketchLimiter`].
 //!
 //! Memory: [`LocalBackend::try_new`] bounds its map at [`LocalBackend::DEFAULT_MAX_KEYS`]
 //! keys, and the map sweeps its own idle keys when a new key finds it full (the core's
 //! `KeyedBuilder::max_keys`), so no task is needed to keep it bounded. A sweep removes only
-//! keys whose limiter is back to full capacity: a key in use keeps its count.
+//! keys whose limiter is back to full capacity: a key in use keeps its count. A
+//! [`SketchLimiter`] holds every key in the memory it was built with, and never sweeps.
 
 use core::convert::Infallible;
 use core::future::{ready, Future, Ready};
 use core::hash::{BuildHasher, Hash};
+use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 
 use tollgate::{
-    Algorithm, Clock, Decision, KeyHasher, KeyedLimiter, MonotonicClock, Quota, QuotaError,
-    WhenFull,
+    Algorithm, Clock, Decision, KeyHasher, KeyedLimit, KeyedLimiter, MonotonicClock, Quota,
+    QuotaError, SketchLimiter, WhenFull,
 };
 
 /// A source of rate-limit decisions per key: in process ([`LocalBackend`]) or remote (a
@@ -67,18 +70,22 @@ pub trait Backend: Send + Sync + 'static {
     fn quota(&self) -> Quota;
 }
 
-/// What the layer can take as a backend: any [`Backend`], or a [`KeyedLimiter`] you built
-/// (it becomes a [`LocalBackend`] as it is: its bound, plans and live quotas kept).
+/// What the layer can take as a backend: any [`Backend`], or a [`KeyedLimiter`] or
+/// [`SketchLimiter`] you built (it becomes a [`KeyedBackend`] as it is: a map's bound, plans
+/// and live quotas kept).
 ///
 /// ```
 /// use std::num::NonZeroUsize;
-/// use tollgate::{Algorithm, KeyedLimiter, Quota, WhenFull};
+/// use tollgate::{Algorithm, KeyedLimiter, Quota, SketchLimiter, SketchSize, WhenFull};
 /// use tollgate_tower::{PeerIp, RateLimitLayer};
 /// let per_ip = KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(20)?)
 ///     .max_keys(NonZeroUsize::new(200_000).unwrap(), WhenFull::Deny)
 ///     .build()?;
 /// let layer = RateLimitLayer::new(PeerIp::default(), per_ip);
-/// # Ok::<(), tollgate::QuotaError>(())
+/// // Any number of clients in 1 MiB, never sweeping.
+/// let per_ip = SketchLimiter::<std::net::IpAddr>::new(Quota::per_second(20)?, SketchSize::columns(1 << 16)?);
+/// let layer = RateLimitLayer::new(PeerIp::default(), per_ip);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait IntoBackend {
     /// The backend made.
@@ -102,8 +109,42 @@ where
 {
     type Backend = LocalBackend<K, C, S>;
     fn into_backend(self) -> LocalBackend<K, C, S> {
-        LocalBackend::new(self)
+        KeyedBackend::new(self)
     }
+}
+
+impl<K, C, S> IntoBackend for SketchLimiter<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Backend = KeyedBackend<K, SketchLimiter<K, C, S>>;
+    fn into_backend(self) -> Self::Backend {
+        KeyedBackend::new(self)
+    }
+}
+
+/// A [`Backend`] over an in-process keyed limiter `L`, asked by keys `K`: decisions in
+/// nanoseconds, never an error. `L` is any [`KeyedLimit<K>`](KeyedLimit): a [`KeyedLimiter`]
+/// ([`LocalBackend`] names that case), a [`SketchLimiter`], a `Metered` one.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{ManualClock, Metered, Quota, SketchLimiter, SketchSize};
+/// use tollgate_tower::{Backend, KeyedBackend, PeerIp, RateLimitLayer};
+/// let sketch = SketchLimiter::<IpAddr, _>::with_clock(Quota::per_second(1)?, SketchSize::columns(1024)?, ManualClock::new());
+/// let b = KeyedBackend::<IpAddr, _>::new(Metered::new(sketch));
+/// assert_eq!(b.quota(), Quota::per_second(1)?);
+/// let _ = b.try_acquire(&IpAddr::from([10, 0, 0, 1]), 1);
+/// assert_eq!(b.limiter().snapshot().allowed, 1);
+/// let layer = RateLimitLayer::new(PeerIp::default(), b);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct KeyedBackend<K, L> {
+    limiter: L,
+    /// The key a request asks by: `L` may answer several forms of it.
+    _key: PhantomData<fn(&K)>,
 }
 
 /// A [`Backend`] over an in-process [`KeyedLimiter`]: decisions in nanoseconds, never an error.
@@ -125,27 +166,14 @@ where
 /// assert_eq!(b.quota(), Quota::per_second(5)?); // the quota in force
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
-pub struct LocalBackend<K, C = MonotonicClock, S = KeyHasher> {
-    limiter: KeyedLimiter<K, C, S>,
-}
+pub type LocalBackend<K, C = MonotonicClock, S = KeyHasher> =
+    KeyedBackend<K, KeyedLimiter<K, C, S>>;
 
-impl<K: Hash + Eq, C: Clock, S: BuildHasher> From<KeyedLimiter<K, C, S>> for LocalBackend<K, C, S> {
-    /// As [`LocalBackend::new`].
-    ///
-    /// ```
-    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
-    /// let b: tollgate_tower::LocalBackend<u8> = KeyedLimiter::try_new(Algorithm::FixedWindow, Quota::per_second(2)?)?.into();
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    fn from(limiter: KeyedLimiter<K, C, S>) -> Self {
-        LocalBackend::new(limiter)
-    }
-}
-
-impl<K: Hash + Eq, C: Clock, S: BuildHasher> LocalBackend<K, C, S> {
-    /// Decisions from `limiter`, a map you built: its bound ([`max_keys`]), hasher, plans and
-    /// live quotas are kept as they are. Build it with [`max_keys`] (or sweep it yourself with
-    /// [`KeyedLimiter::evict_idle`]): an unbounded map keeps every client key it ever saw.
+impl<K, L> KeyedBackend<K, L> {
+    /// Decisions from `limiter`, as you built it. For a [`KeyedLimiter`], its bound
+    /// ([`max_keys`]), hasher, plans and live quotas are kept as they are: build it with
+    /// [`max_keys`] (or sweep it yourself with [`KeyedLimiter::evict_idle`]), since an
+    /// unbounded map keeps every client key it ever saw.
     ///
     /// [`max_keys`]: tollgate::KeyedBuilder::max_keys
     ///
@@ -158,8 +186,40 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> LocalBackend<K, C, S> {
     /// let b = tollgate_tower::LocalBackend::new(per_ip);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn new(limiter: KeyedLimiter<K, C, S>) -> Self {
-        LocalBackend { limiter }
+    pub fn new(limiter: L) -> Self {
+        KeyedBackend {
+            limiter,
+            _key: PhantomData,
+        }
+    }
+}
+
+impl<K: Hash + Eq, C: Clock, S: BuildHasher> From<KeyedLimiter<K, C, S>> for LocalBackend<K, C, S> {
+    /// As [`LocalBackend::new`].
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
+    /// let b: tollgate_tower::LocalBackend<u8> = KeyedLimiter::try_new(Algorithm::FixedWindow, Quota::per_second(2)?)?.into();
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    fn from(limiter: KeyedLimiter<K, C, S>) -> Self {
+        KeyedBackend::new(limiter)
+    }
+}
+
+impl<K: Hash, C: Clock, S: BuildHasher> From<SketchLimiter<K, C, S>>
+    for KeyedBackend<K, SketchLimiter<K, C, S>>
+{
+    /// As [`KeyedBackend::new`].
+    ///
+    /// ```
+    /// use tollgate::{Quota, SketchLimiter, SketchSize};
+    /// use tollgate_tower::KeyedBackend;
+    /// let b: KeyedBackend<u8, _> = SketchLimiter::<u8>::new(Quota::per_second(2)?, SketchSize::columns(64)?).into();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn from(limiter: SketchLimiter<K, C, S>) -> Self {
+        KeyedBackend::new(limiter)
     }
 }
 
@@ -170,9 +230,9 @@ const DEFAULT_BOUND: NonZeroUsize = match NonZeroUsize::new(DEFAULT_MAX_KEYS) {
     None => panic!("the default bound is not zero"),
 };
 
-impl<K: Hash + Eq, C, S: BuildHasher> core::fmt::Debug for LocalBackend<K, C, S> {
+impl<K, L: core::fmt::Debug> core::fmt::Debug for KeyedBackend<K, L> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("LocalBackend")
+        f.debug_struct("KeyedBackend")
             .field("limiter", &self.limiter)
             .finish()
     }
@@ -226,11 +286,11 @@ impl<K: Hash + Eq, C: Clock> LocalBackend<K, C> {
         let limiter = KeyedLimiter::builder(algorithm, quota)
             .max_keys(DEFAULT_BOUND, WhenFull::Deny)
             .build_with_clock(clock)?;
-        Ok(LocalBackend { limiter })
+        Ok(KeyedBackend::new(limiter))
     }
 }
 
-impl<K, C, S> LocalBackend<K, C, S> {
+impl<K, L> KeyedBackend<K, L> {
     /// The keyed limiter, e.g. to run [`KeyedLimiter::evict_idle`] from a periodic task.
     ///
     /// ```
@@ -239,16 +299,15 @@ impl<K, C, S> LocalBackend<K, C, S> {
     /// assert_eq!(b.limiter().evict_idle(), 0);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
-    pub fn limiter(&self) -> &KeyedLimiter<K, C, S> {
+    pub fn limiter(&self) -> &L {
         &self.limiter
     }
 }
 
-impl<K, C, S> Backend for LocalBackend<K, C, S>
+impl<K, L> Backend for KeyedBackend<K, L>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
+    L: KeyedLimit<K> + Send + Sync + 'static,
 {
     type Key = K;
     type Error = Infallible;
@@ -294,5 +353,37 @@ where
 
     fn quota(&self) -> Quota {
         KeyedLimiter::quota(self)
+    }
+}
+
+/// A shared [`SketchLimiter`] as a backend: keep a clone of the `Arc` to ask it outside the
+/// layer too (one count per key for both).
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::{Quota, SketchLimiter, SketchSize};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+/// let per_ip = Arc::new(SketchLimiter::<std::net::IpAddr>::new(Quota::per_second(10)?, SketchSize::columns(1 << 12)?));
+/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+/// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<K, C, S> Backend for std::sync::Arc<SketchLimiter<K, C, S>>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Key = K;
+    type Error = Infallible;
+    type Future = Ready<Result<Decision, Infallible>>;
+
+    #[inline]
+    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
+        ready(Ok(self.try_acquire_n(key, cost)))
+    }
+
+    fn quota(&self) -> Quota {
+        SketchLimiter::quota(self)
     }
 }

@@ -26,7 +26,8 @@
 //!   untrusted hop of `X-Forwarded-For` / `Forwarded`, only from trusted peers), IPv6 grouped
 //!   per /64 by default ([`Grouping`]), [`HeaderKey`], `RouteKey` (axum), closures
 //!   ([`key_fn`]) and pairs.
-//! - Decisions from a [`Backend`]: [`LocalBackend`] in process; with the `redis` feature,
+//! - Decisions from a [`Backend`]: in process, [`LocalBackend`] over a `KeyedLimiter` or
+//!   [`KeyedBackend`] over any `tollgate::KeyedLimit` (a fixed-memory `SketchLimiter`); with the `redis` feature,
 //!   `RedisBackend` over a `tollgate_redis::RedisLimiter` (one limit shared by every
 //!   instance, the same layer with an async decision).
 //! - Observability: [`Stats`] always; with the `metrics` feature, counters through the
@@ -55,7 +56,7 @@ mod service;
 mod stats;
 mod verdict;
 
-pub use backend::{Backend, IntoBackend, LocalBackend};
+pub use backend::{Backend, IntoBackend, KeyedBackend, LocalBackend};
 pub use config::{HeaderMode, MissingKey, OnError};
 pub use future::ResponseFuture;
 pub use headers::{

@@ -1,122 +1,20 @@
 //! The layer on real loopback servers (hyper, axum, tonic) with real clients, time from a
 //! `ManualClock`.
 
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
+use http::{Method, StatusCode};
 use tokio::net::{TcpListener, TcpStream};
 use tollgate::{Algorithm, ManualClock, Quota};
 use tollgate_tower::{
-    GlobalKey, HeaderMode, LocalBackend, MissingKey, PeerAddr, PeerIp, RateLimitLayer, RouteKey,
-    TrustedProxy,
+    GlobalKey, HeaderMode, LocalBackend, MissingKey, PeerIp, RateLimitLayer, RouteKey, TrustedProxy,
 };
-use tower::{Layer, ServiceBuilder};
 
-type Body = Full<Bytes>;
+#[path = "common/loopback.rs"]
+mod loopback;
 
-const V4: &str = "127.0.0.1:0";
-
-/// Serves `layer` around a hello service on `bind`, HTTP/1 with keep-alive; `None` when the
-/// address cannot be bound. With `peer`, each request carries its connection's address as a
-/// `PeerAddr` extension.
-async fn serve_at<L>(bind: &str, layer: L, peer: bool) -> Option<SocketAddr>
-where
-    L: Layer<tower::util::BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>>
-        + Send
-        + 'static,
-    L::Service: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    <L::Service as tower::Service<Request<Incoming>>>::Future: Send,
-{
-    let hello =
-        tower::util::BoxCloneSyncService::new(tower::service_fn(|_req: Request<Incoming>| async {
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
-        }));
-    let svc = layer.layer(hello);
-    let listener = TcpListener::bind(bind).await.ok()?;
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, from) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut req: Request<Incoming>| {
-                    if peer {
-                        req.extensions_mut().insert(PeerAddr(from));
-                    }
-                    req
-                })
-                .service(svc.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
-                    .await;
-            });
-        }
-    });
-    Some(addr)
-}
-
-/// One client connection: every request of a test goes over it (keep-alive).
-async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
-struct Got {
-    status: StatusCode,
-    headers: http::HeaderMap,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-}
-
-async fn get(client: &mut SendRequest<Empty<Bytes>>, xff: Option<&str>) -> Got {
-    send(client, Method::GET, "/", xff).await
-}
-
-async fn send(
-    client: &mut SendRequest<Empty<Bytes>>,
-    method: Method,
-    path: &str,
-    xff: Option<&str>,
-) -> Got {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "test");
-    if let Some(xff) = xff {
-        req = req.header("x-forwarded-for", xff);
-    }
-    client.ready().await.expect("the connection stays open");
-    let res = client
-        .send_request(req.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = res.into_parts();
-    body.collect().await.unwrap();
-    Got {
-        status: parts.status,
-        headers: parts.headers,
-    }
-}
+use loopback::{connect, get, send, serve_at, V4};
 
 fn local<K: std::hash::Hash + Eq>(
     quota: Quota,
