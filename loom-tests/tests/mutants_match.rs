@@ -1,12 +1,14 @@
-//! Every planted mutant is the real code with its planted lines and nothing else: each copy in
-//! `src/mutants/` is compared with the function it copies, and every difference must be a
-//! hunk that carries a `// PLANTED` line. A change to the real code that the copy does not
+//! Every planted mutant is the real code with its planted lines and nothing else: each copy
+//! (in `src/mutants/` and the crate's `planted.rs` files) is compared with the function it
+//! copies, and every difference must be a hunk that carries a `// PLANTED` line. A copy may
+//! take the defect as a const parameter `PLANT`: its declaration and its turbofish are
+//! dropped before comparing. A change to the real code that the copy does not
 //! follow fails here, before any model runs on a stale mutant. A plain test: no loom needed.
 
 /// The lines of the function that starts at the first line containing `start` after the
 /// first line containing `after`, up to its closing brace, trimmed, with a leading `pub` /
-/// `pub(crate)` dropped.
-fn function<'a>(source: &'a str, after: &str, start: &str) -> Vec<&'a str> {
+/// `pub(crate)` and a copy's const parameter `PLANT` dropped.
+fn function(source: &str, after: &str, start: &str) -> Vec<String> {
     let mut lines = source.lines().skip_while(|l| !l.contains(after));
     let first = lines
         .find(|l| l.contains(start))
@@ -15,12 +17,32 @@ fn function<'a>(source: &'a str, after: &str, start: &str) -> Vec<&'a str> {
     let close = format!("{}}}", " ".repeat(indent));
     let mut body = vec![first];
     body.extend(lines.take_while(|l| *l != close));
-    body.into_iter()
+    // The signature as one line, however rustfmt wrapped it.
+    let head = body.iter().position(|l| l.ends_with('{')).unwrap_or(0);
+    let signature = body[..=head]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("( ", "(")
+        .replace(", )", ")");
+    let lines = std::iter::once(signature).chain(body[head + 1..].iter().map(|l| l.to_string()));
+    lines
         .map(|l| {
+            let l = l.as_str();
             let l = l.trim();
-            l.strip_prefix("pub(crate) ")
+            let l = l
+                .strip_prefix("pub(crate) ")
                 .or_else(|| l.strip_prefix("pub "))
-                .unwrap_or(l)
+                .unwrap_or(l);
+            [
+                "<const PLANT: Plant>",
+                ", const PLANT: Plant",
+                "::<PLANT>",
+                "::<_, PLANT>",
+            ]
+            .iter()
+            .fold(l.to_owned(), |l, plant| l.replace(plant, ""))
         })
         .collect()
 }
@@ -68,7 +90,9 @@ fn hunks<'a>(real: &[&'a str], copy: &[&'a str]) -> Vec<(Vec<&'a str>, Vec<&'a s
 }
 
 /// Asserts that `copy` is `real` with planted hunks only, and at least one.
-fn assert_planted_only(name: &str, real: Vec<&str>, copy: Vec<&str>) {
+fn assert_planted_only<S: AsRef<str>>(name: &str, real: Vec<S>, copy: Vec<S>) {
+    let real: Vec<&str> = real.iter().map(AsRef::as_ref).collect();
+    let copy: Vec<&str> = copy.iter().map(AsRef::as_ref).collect();
     let hunks = hunks(&real, &copy);
     assert!(!hunks.is_empty(), "{name}: the mutant plants nothing");
     for (dropped, added) in &hunks {
@@ -93,6 +117,12 @@ const M_REFUND: &str = include_str!("../src/mutants/refund.rs");
 const PLANTED: &str = include_str!("../../src/algo/planted.rs");
 const LEASED_SHARED: &str = include_str!("../../src/leased/shared.rs");
 const LEASED_PLANTED: &str = include_str!("../../src/leased/planted.rs");
+const SLOT: &str = include_str!("../../src/keyed/slot.rs");
+const SLOT_PLANTED: &str = include_str!("../../src/keyed/slot/planted.rs");
+const WORD: &str = include_str!("../../src/keyed/word.rs");
+const WORD_PLANTED: &str = include_str!("../../src/keyed/word/planted.rs");
+const CELL: &str = include_str!("../../src/sketch/cell.rs");
+const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 
 #[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
@@ -232,6 +262,41 @@ fn leased_mutant_is_the_real_protocol_with_its_planted_lines() {
     }
     // The give-back plants nothing of its own: it runs the planted `exchange`.
     assert_eq!(real("fn give_back("), copy("fn give_back("));
+}
+
+#[test]
+fn keyed_slot_mutants_are_the_real_protocols_with_their_planted_lines() {
+    for (name, real, after, copy) in [
+        (
+            "StateSlot",
+            SLOT,
+            "impl<A: Algo> StateSlot<A>",
+            SLOT_PLANTED,
+        ),
+        (
+            "WordSlot",
+            WORD,
+            "impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P>",
+            WORD_PLANTED,
+        ),
+    ] {
+        for f in ["fn acquire", "fn try_evict"] {
+            assert_planted_only(
+                &format!("{name} {f}"),
+                function(real, after, &format!("{f}(")),
+                function(copy, "> Mutant<'_,", &format!("{f}<")),
+            );
+        }
+    }
+}
+
+#[test]
+fn sketch_mutants_are_the_real_cell_with_their_planted_lines() {
+    assert_planted_only(
+        "sketch Cell::acquire",
+        function(CELL, "impl Cell", "fn acquire("),
+        function(CELL_PLANTED, "impl Mutant<'_>", "fn acquire<"),
+    );
 }
 
 /// The checker itself: an unplanted difference fails, a planted one passes.

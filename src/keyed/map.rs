@@ -18,11 +18,6 @@ use super::live::{LiveMap, LivePlans};
 use super::options::{Algorithm, KeyHasher, WhenFull};
 use super::pin::KeyedPin;
 use super::plans::{Boxed, Plans, SlotMaker};
-use super::slot;
-
-/// Planted defect: a sweep judges keys at its own reading, with no margin for a clock whose
-/// readings on other threads may be earlier.
-pub(super) const SWEEP_WITHOUT_MARGIN: slot::Plant = 31;
 
 /// Every this many new keys, the inserting thread hands what the map retired (old tables,
 /// removed entries) to the epoch collector.
@@ -415,13 +410,8 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
-        self.evict_idle_planted::<{ slot::SOUND }>()
-    }
-
-    /// [`KeyedLimiter::evict_idle`], or with a defect planted for a test.
-    pub(super) fn evict_idle_planted<const PLANT: slot::Plant>(&self) -> usize {
         let now = self.now();
-        with_map!(&self.maps, m => m.sweep::<PLANT>(&self.shared, now))
+        with_map!(&self.maps, m => m.sweep(&self.shared, now))
     }
 
     /// How many keys the map has evicted since it was made: by [`KeyedLimiter::evict_idle`]

@@ -384,7 +384,8 @@ impl<K: ?Sized, C, S> fmt::Debug for SketchLimiter<K, C, S> {
 /// defects. Only under `--cfg tollgate_loom`, reached through `tollgate::__loom`.
 #[cfg(tollgate_loom)]
 pub mod loom_model {
-    use super::cell::{self, Cell, CellParams, KeyLanes};
+    use super::cell::planted::{self as cell, Mutant};
+    use super::cell::{Cell, CellParams, KeyLanes};
 
     /// Which protocol a request runs.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,12 +420,11 @@ pub mod loom_model {
             let (p, k) = (&self.params, KeyLanes(a, b));
             match plant {
                 SketchPlant::Sound => self.cell.acquire(p, now_ns, n, k),
-                SketchPlant::LoadThenStore => self
-                    .cell
-                    .acquire_planted::<{ cell::LOAD_THEN_STORE }>(p, now_ns, n, k),
-                SketchPlant::RaiseMinOnly => self
-                    .cell
-                    .acquire_planted::<{ cell::RAISE_MIN_ONLY }>(p, now_ns, n, k),
+                SketchPlant::LoadThenStore => Mutant { cell: &self.cell }
+                    .acquire::<{ cell::LOAD_THEN_STORE }>(p, now_ns, n, k),
+                SketchPlant::RaiseMinOnly => {
+                    Mutant { cell: &self.cell }.acquire::<{ cell::RAISE_MIN_ONLY }>(p, now_ns, n, k)
+                }
             }
             .is_allowed()
         }
