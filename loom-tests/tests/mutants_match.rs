@@ -7,7 +7,8 @@
 
 /// The lines of the function that starts at the first line containing `start` after the
 /// first line containing `after`, up to its closing brace, trimmed, with a leading `pub` /
-/// `pub(crate)` and a copy's const parameter `PLANT` dropped.
+/// `pub(crate)` and a copy's const parameter `PLANT` dropped, the signature and a lone `{` each
+/// joined to one line.
 fn function(source: &str, after: &str, start: &str) -> Vec<String> {
     let mut lines = source.lines().skip_while(|l| !l.contains(after));
     let first = lines
@@ -44,7 +45,14 @@ fn function(source: &str, after: &str, start: &str) -> Vec<String> {
             .iter()
             .fold(l.to_owned(), |l, plant| l.replace(plant, ""))
         })
-        .collect()
+        // A lone `{` joins the line before it: rustfmt puts it there or not by indentation.
+        .fold(Vec::new(), |mut out: Vec<String>, l| {
+            match out.last_mut() {
+                Some(last) if l == "{" => last.push_str(" {"),
+                _ => out.push(l),
+            }
+            out
+        })
 }
 
 /// The hunks where `copy` differs from `real` (longest common subsequence), each as the real
@@ -121,6 +129,11 @@ const SLOT: &str = include_str!("../../src/keyed/slot.rs");
 const SLOT_PLANTED: &str = include_str!("../../src/keyed/slot/planted.rs");
 const WORD: &str = include_str!("../../src/keyed/word.rs");
 const WORD_PLANTED: &str = include_str!("../../src/keyed/word/planted.rs");
+const LIVE: &str = include_str!("../../src/live.rs");
+const LIVE_PLANTED: &str = include_str!("../../src/live/planted.rs");
+const BUCKET_PLANTED: &str = include_str!("../../src/algo/token_bucket/planted.rs");
+const KEYED_LIVE: &str = include_str!("../../src/keyed/live.rs");
+const KEYED_LIVE_PLANTED: &str = include_str!("../../src/keyed/live/planted.rs");
 const CELL: &str = include_str!("../../src/sketch/cell.rs");
 const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 
@@ -297,6 +310,108 @@ fn sketch_mutants_are_the_real_cell_with_their_planted_lines() {
         function(CELL, "impl Cell", "fn acquire("),
         function(CELL_PLANTED, "impl Mutant<'_>", "fn acquire<"),
     );
+}
+
+#[test]
+fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
+    let cell = |f: &str| function(LIVE, "impl<const N: usize> ParamCell<N>", &format!("{f}("));
+    let copy = |f: &str| {
+        function(
+            LIVE_PLANTED,
+            "impl<const N: usize> Cell<'_, N>",
+            &format!("{f}<"),
+        )
+    };
+    for f in ["fn read_slot", "fn write"] {
+        assert_planted_only(&format!("ParamCell {f}"), cell(f), copy(f));
+    }
+    // The read loop plants nothing of its own: it runs the planted `read_slot`.
+    assert_eq!(cell("fn read_versioned"), copy("fn read_versioned"));
+    assert_planted_only(
+        "Live::set_quota",
+        function(
+            LIVE,
+            "impl<A: Retune, C: Clock> Live<A, C>",
+            "fn set_quota(",
+        ),
+        function(
+            LIVE_PLANTED,
+            "impl<C: Clock> Bucket<'_, C>",
+            "fn set_quota<",
+        ),
+    );
+    assert_planted_only(
+        "Live::try_acquire_n",
+        function(
+            LIVE,
+            "impl<A: Retune, C: Clock> Limiter for Live<A, C>",
+            "fn try_acquire_n(",
+        ),
+        function(
+            LIVE_PLANTED,
+            "impl<C: Clock> Bucket<'_, C>",
+            "fn try_acquire_n<",
+        ),
+    );
+    let bucket = |f: &str| {
+        function(
+            TOKEN_BUCKET,
+            "impl crate::live::Retune for Gcra",
+            &format!("{f}("),
+        )
+    };
+    let copy = |f: &str| function(BUCKET_PLANTED, "/// `Retune::", &format!("{f}<"));
+    assert_planted_only("Gcra::publish", bucket("fn publish"), copy("fn publish"));
+    // The request plants nothing of its own: it runs the planted loop.
+    assert_eq!(bucket("fn acquire_live"), copy("fn acquire_live"));
+    assert_planted_only(
+        "token_bucket::counted_in",
+        function(
+            TOKEN_BUCKET,
+            "/// The parameters a live word of epoch",
+            "fn counted_in(",
+        ),
+        function(BUCKET_PLANTED, "/// `counted_in` with", "fn counted_in<"),
+    );
+    assert_eq!(
+        function(
+            TOKEN_BUCKET,
+            "/// The live bucket's compare-exchange loop",
+            "fn live_update<"
+        ),
+        function(BUCKET_PLANTED, "/// `live_update` with", "fn live_update<"),
+        "the live bucket's loop plants nothing of its own: it runs the planted `counted_in`"
+    );
+}
+
+#[test]
+fn keyed_live_mutants_are_the_real_plan_and_slot_with_their_planted_lines() {
+    for (name, real, copy, f) in [
+        (
+            "LivePlan::change",
+            "impl<R: Retune> LivePlan<R>",
+            "impl<R: Retune> Plan<'_, R>",
+            "fn change",
+        ),
+        (
+            "LivePlan::counted",
+            "impl LivePlan<Gcra>",
+            "impl Plan<'_, Gcra>",
+            "fn counted",
+        ),
+        (
+            "BucketSlot::acquire",
+            "impl KeySlot for BucketSlot",
+            "impl Slot<'_>",
+            "fn acquire",
+        ),
+    ] {
+        assert_planted_only(
+            name,
+            function(KEYED_LIVE, real, &format!("{f}(")),
+            function(KEYED_LIVE_PLANTED, copy, &format!("{f}<")),
+        );
+    }
 }
 
 /// The checker itself: an unplanted difference fails, a planted one passes.

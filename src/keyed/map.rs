@@ -292,7 +292,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
-        self.set_planted::<{ crate::live::SOUND }>(&self.shared.quota, quota)
+        self.set(&self.shared.quota, quota)
     }
 
     /// Replaces the quota of the plan named `plan`: the keys first given `plan` in
@@ -318,19 +318,15 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn set_plan_quota(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
-        self.set_planted::<{ crate::live::SOUND }>(plan, quota)
+        self.set(plan, quota)
     }
 
-    /// A change under a chosen protocol (the loom models plant defects).
-    fn set_planted<const PLANT: crate::live::Plant>(
-        &self,
-        plan: &Quota,
-        quota: Quota,
-    ) -> Result<(), QuotaError> {
+    /// A change of the plan named `plan`.
+    fn set(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
         let now = || self.now();
         match &self.maps {
-            Maps::LiveTokenBucket(m) => m.set_quota::<PLANT>(plan, quota, now),
-            Maps::LiveFixedWindow(m) => m.set_quota::<PLANT>(plan, quota, now),
+            Maps::LiveTokenBucket(m) => m.set_quota(plan, quota, now),
+            Maps::LiveFixedWindow(m) => m.set_quota(plan, quota, now),
             _ => Err(QuotaError::NotLive),
         }
     }
