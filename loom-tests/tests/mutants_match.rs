@@ -7,7 +7,7 @@
 
 /// The lines of the function that starts at the first line containing `start` after the
 /// first line containing `after`, up to its closing brace, trimmed, with a leading `pub` /
-/// `pub(crate)` and a copy's const parameter `PLANT` dropped, the signature and a lone `{` each
+/// `pub(crate)` / `pub(super)` and a copy's const parameter `PLANT` dropped, the signature and a lone `{` each
 /// joined to one line.
 fn function(source: &str, after: &str, start: &str) -> Vec<String> {
     let mut lines = source.lines().skip_while(|l| !l.contains(after));
@@ -34,6 +34,7 @@ fn function(source: &str, after: &str, start: &str) -> Vec<String> {
             let l = l.trim();
             let l = l
                 .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub(super) "))
                 .or_else(|| l.strip_prefix("pub "))
                 .unwrap_or(l);
             [
@@ -134,6 +135,9 @@ const LIVE_PLANTED: &str = include_str!("../../src/live/planted.rs");
 const BUCKET_PLANTED: &str = include_str!("../../src/algo/token_bucket/planted.rs");
 const KEYED_LIVE: &str = include_str!("../../src/keyed/live.rs");
 const KEYED_LIVE_PLANTED: &str = include_str!("../../src/keyed/live/planted.rs");
+const GROUP: &str = include_str!("../../src/group/mod.rs");
+const MEMBER: &str = include_str!("../../src/group/member.rs");
+const GROUP_PLANTED: &str = include_str!("../../src/group/planted.rs");
 const CELL: &str = include_str!("../../src/sketch/cell.rs");
 const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 
@@ -412,6 +416,37 @@ fn keyed_live_mutants_are_the_real_plan_and_slot_with_their_planted_lines() {
             function(KEYED_LIVE_PLANTED, copy, &format!("{f}<")),
         );
     }
+}
+
+#[test]
+fn group_mutants_are_the_real_check_and_rollbacks_with_their_planted_lines() {
+    let real = |f: &str| function(GROUP, "impl<C: Clock> Limits<C>", f);
+    let copy = |f: &str| function(GROUP_PLANTED, "impl<C: Clock> Mutant<C>", f);
+    for f in ["fn try_acquire_explained(", "fn peek_at(", "fn roll_back("] {
+        assert_planted_only(&format!("Limits {f}"), real(f), copy(f));
+    }
+    // The peek plants nothing of its own: it runs the planted `peek_at`.
+    assert_eq!(real("fn peek_explained("), copy("fn peek_explained("));
+    for f in ["fn load(", "fn roll_back<"] {
+        assert_planted_only(
+            &format!("Member {f}"),
+            function(MEMBER, "impl Member {", f),
+            function(GROUP_PLANTED, "impl MemberMutant<'_> {", f),
+        );
+    }
+    assert_planted_only(
+        "given_back_in_slot",
+        function(
+            MEMBER,
+            "/// A window or sliding member's rollback",
+            "fn given_back_in_slot(",
+        ),
+        function(
+            GROUP_PLANTED,
+            "/// `given_back_in_slot` with",
+            "fn given_back_in_slot(",
+        ),
+    );
 }
 
 /// The checker itself: an unplanted difference fails, a planted one passes.
