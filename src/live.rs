@@ -43,10 +43,10 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::{fence, AtomicU64, Backoff, Mutex, Ordering};
 
 /// Words a packed parameter set takes in the cell.
-pub const PARAM_WORDS: usize = 4;
+pub(crate) const PARAM_WORDS: usize = 4;
 
 /// A packed parameter set.
-pub type ParamWords = [u64; PARAM_WORDS];
+pub(crate) type ParamWords = [u64; PARAM_WORDS];
 
 /// An [`Algo`] whose quota can change while its state lives on: the parameters keep the
 /// state's units (the token bucket's tick, a window's length and count field), so a state
@@ -470,6 +470,6 @@ impl<A: Retune, C: Clock> Limiter for Live<A, C> {
 /// The parameter cell and the live token bucket for the loom models
 /// (`loom-tests/tests/live.rs`), sound and planted.
 #[cfg(tollgate_loom)]
-pub mod loom_model;
+pub(crate) mod loom_model;
 #[cfg(tollgate_loom)]
 mod planted;

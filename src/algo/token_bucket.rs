@@ -121,7 +121,7 @@ pub fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
 /// [`admit_at`] at a clock reading in ns (the keyed map's one-word commit loop runs it).
 #[cfg(feature = "std")]
 #[inline]
-pub fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
     admit_at(p, tat, ticks(p, now_ns), n)
 }
 

@@ -435,6 +435,6 @@ impl<C: Clock> Limiter for Limits<C> {
 
 /// The loom models' groups, sound and planted.
 #[cfg(tollgate_loom)]
-pub mod loom_model;
+pub(crate) mod loom_model;
 #[cfg(tollgate_loom)]
 mod planted;

@@ -442,6 +442,6 @@ where
 /// One key of a live keyed token bucket for the loom models
 /// (`loom-tests/tests/keyed_live.rs`), sound and planted.
 #[cfg(tollgate_loom)]
-pub mod loom_model;
+pub(crate) mod loom_model;
 #[cfg(tollgate_loom)]
 mod planted;

@@ -382,4 +382,4 @@ impl<K: ?Sized, C, S> fmt::Debug for SketchLimiter<K, C, S> {
 
 /// One column shared by two keys, for the loom models.
 #[cfg(tollgate_loom)]
-pub mod loom_model;
+pub(crate) mod loom_model;
