@@ -124,7 +124,7 @@ pub trait Limiter: Send + Sync {
 
 /// The clock a limiter reads when none is named: [`MonotonicClock`](crate::MonotonicClock).
 #[cfg(feature = "std")]
-pub type DefaultClock = crate::clock::MonotonicClock;
+pub(crate) type DefaultClock = crate::clock::MonotonicClock;
 
 /// Without std there is no default clock: a limiter names its own (`with_clock`).
 #[cfg(not(feature = "std"))]

@@ -43,10 +43,10 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::{fence, AtomicU64, Backoff, Mutex, Ordering};
 
 /// Words a packed parameter set takes in the cell.
-pub const PARAM_WORDS: usize = 4;
+pub(crate) const PARAM_WORDS: usize = 4;
 
 /// A packed parameter set.
-pub type ParamWords = [u64; PARAM_WORDS];
+pub(crate) type ParamWords = [u64; PARAM_WORDS];
 
 /// An [`Algo`] whose quota can change while its state lives on: the parameters keep the
 /// state's units (the token bucket's tick, a window's length and count field), so a state
@@ -76,7 +76,7 @@ pub trait Retune: Algo {
     /// `now_ns`. The caller holds the writer lock. `plain_live_state!`'s only publishes:
     /// the state already reads right under `new`, and a request decided under `old` was
     /// decided on the state as it stood before the change.
-    fn publish<const PLANT: Plant>(
+    fn publish(
         state: &Self::LiveState,
         cell: &ParamCell,
         old: &Self::Params,
@@ -86,12 +86,7 @@ pub trait Retune: Algo {
 
     /// One request under the cell's current parameters, committed. `plain_live_state!`'s
     /// reads the parameters once and runs [`Algo::acquire`].
-    fn acquire_live<const PLANT: Plant>(
-        state: &Self::LiveState,
-        cell: &ParamCell,
-        now_ns: u64,
-        n: u64,
-    ) -> Decision;
+    fn acquire_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> Decision;
 
     /// What [`Retune::acquire_live`] would decide, writing nothing.
     fn peek_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> Decision;
@@ -117,7 +112,7 @@ macro_rules! plain_live_state {
             <Self as $crate::algo::Algo>::state(params)
         }
 
-        fn publish<const PLANT: $crate::live::Plant>(
+        fn publish(
             _: &Self::LiveState,
             cell: &$crate::live::ParamCell,
             _: &Self::Params,
@@ -128,7 +123,7 @@ macro_rules! plain_live_state {
         }
 
         #[inline]
-        fn acquire_live<const PLANT: $crate::live::Plant>(
+        fn acquire_live(
             state: &Self::LiveState,
             cell: &$crate::live::ParamCell,
             now_ns: u64,
@@ -158,26 +153,6 @@ macro_rules! plain_live_state {
     };
 }
 pub(crate) use plain_live_state;
-
-/// Which protocol the cell or a request runs: the sound one, or a planted defect for the loom
-/// models.
-pub type Plant = u8;
-/// The protocol of this file.
-pub(crate) const SOUND: Plant = 0;
-/// Planted defect: the reader keeps its words without the second `seq` load.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const READER_SKIPS_RECHECK: Plant = 1;
-/// Planted defect: the writer stores the words with no fence after the odd `seq`.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const WRITER_SKIPS_FENCE: Plant = 2;
-/// Planted defect: the token bucket judges a word under the parameters it read, whichever
-/// parameters the word is counted in.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const READER_IGNORES_VERSION: Plant = 3;
-/// Planted defect: the token bucket's word keeps one bit of its version (its parity), as it
-/// once did: two changes while a request runs bring the word back to the value it loaded.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const ONE_BIT_VERSION: Plant = 4;
 
 #[derive(Debug)]
 struct Slot<const N: usize> {
@@ -216,19 +191,19 @@ impl<const N: usize> ParamCell<N> {
     /// The current parameter set, whole.
     #[inline]
     pub(crate) fn read(&self) -> [u64; N] {
-        self.read_versioned::<SOUND>().1
+        self.read_versioned().1
     }
 
     /// The current parameter set and its version (a newer one if quotas were published
     /// while it was read).
     #[inline]
-    pub(crate) fn read_versioned<const PLANT: Plant>(&self) -> (u64, [u64; N]) {
+    pub(crate) fn read_versioned(&self) -> (u64, [u64; N]) {
         let backoff = Backoff::new();
         loop {
             // Acquire: pairs with the writer's `version` store, after which the slot's words
             // and even `seq` are visible.
             let version = self.version.load(Ordering::Acquire);
-            if let Some(read) = self.read_slot::<PLANT>((version & 1) as usize) {
+            if let Some(read) = self.read_slot((version & 1) as usize) {
                 return read;
             }
             // Two quotas were published while this read ran: read the newer one.
@@ -239,7 +214,7 @@ impl<const N: usize> ParamCell<N> {
     /// The parameter set of `version`, if its slot still holds it.
     #[inline]
     pub(crate) fn read_version(&self, version: u64) -> Option<[u64; N]> {
-        match self.read_slot::<SOUND>((version & 1) as usize) {
+        match self.read_slot((version & 1) as usize) {
             Some((v, words)) if v == version => Some(words),
             _ => None,
         }
@@ -247,7 +222,7 @@ impl<const N: usize> ParamCell<N> {
 
     /// Slot `i`'s version and words, if no writer wrote it during the read.
     #[inline]
-    fn read_slot<const PLANT: Plant>(&self, i: usize) -> Option<(u64, [u64; N])> {
+    fn read_slot(&self, i: usize) -> Option<(u64, [u64; N])> {
         let slot = &self.slots[i];
         // Acquire: a later writer's odd `seq` is seen before that writer's words.
         let seq = slot.seq.load(Ordering::Acquire);
@@ -257,9 +232,6 @@ impl<const N: usize> ParamCell<N> {
         // Relaxed: validated by the `seq` reload below.
         let words = core::array::from_fn(|w| slot.words[w].load(Ordering::Relaxed));
         let version = (seq + i as u64).wrapping_sub(2);
-        if PLANT == READER_SKIPS_RECHECK {
-            return Some((version, words));
-        }
         // Acquire fence: pairs with the writer's Release fence, so a word from a later writer
         // makes the reload see its odd `seq`.
         fence(Ordering::Acquire);
@@ -270,10 +242,6 @@ impl<const N: usize> ParamCell<N> {
     /// Publishes `words`; returns their version. The caller holds the writer lock (one
     /// writer at a time).
     pub(crate) fn write(&self, words: [u64; N]) -> u64 {
-        self.write_planted::<SOUND>(words)
-    }
-
-    pub(crate) fn write_planted<const PLANT: Plant>(&self, words: [u64; N]) -> u64 {
         // Relaxed: only writers store `version`, and they hold the writer lock.
         let version = self.version.load(Ordering::Relaxed);
         let slot = &self.slots[((version + 1) & 1) as usize];
@@ -281,10 +249,8 @@ impl<const N: usize> ParamCell<N> {
         let seq = slot.seq.load(Ordering::Relaxed);
         // Relaxed: the Release fence below orders it before the words.
         slot.seq.store(seq + 1, Ordering::Relaxed);
-        if PLANT != WRITER_SKIPS_FENCE {
-            // Release fence: pairs with the reader's Acquire fence (see the module's orderings).
-            fence(Ordering::Release);
-        }
+        // Release fence: pairs with the reader's Acquire fence (see the module's orderings).
+        fence(Ordering::Release);
         for (word, value) in slot.words.iter().zip(words) {
             // Relaxed: a reader validates them with `seq`.
             word.store(value, Ordering::Relaxed);
@@ -448,15 +414,10 @@ impl<A: Retune, C: Clock> Live<A, C> {
     /// # Ok::<(), QuotaError>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
-        self.set_quota_planted::<SOUND>(quota)
-    }
-
-    /// [`Live::set_quota`] under a chosen protocol (the loom models plant defects).
-    fn set_quota_planted<const PLANT: Plant>(&self, quota: Quota) -> Result<(), QuotaError> {
         let mut current = self.lock();
         let old = A::unpack(self.params.read());
         let new = A::retune(&old, &current, &quota)?;
-        A::publish::<PLANT>(
+        A::publish(
             &self.state,
             &self.params,
             &old,
@@ -465,12 +426,6 @@ impl<A: Retune, C: Clock> Live<A, C> {
         );
         *current = quota;
         Ok(())
-    }
-
-    /// [`Limiter::try_acquire_n`] under a chosen protocol (the loom models plant defects).
-    #[inline]
-    fn acquire_planted<const PLANT: Plant>(&self, n: u64) -> Decision {
-        A::acquire_live::<PLANT>(&self.state, &self.params, self.origin.now(&self.clock), n)
     }
 }
 
@@ -499,7 +454,7 @@ impl<A: Retune, C> Live<A, C> {
 impl<A: Retune, C: Clock> Limiter for Live<A, C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
-        self.acquire_planted::<SOUND>(n)
+        A::acquire_live(&self.state, &self.params, self.origin.now(&self.clock), n)
     }
 
     #[inline]
@@ -513,89 +468,8 @@ impl<A: Retune, C: Clock> Limiter for Live<A, C> {
 }
 
 /// The parameter cell and the live token bucket for the loom models
-/// (`loom-tests/tests/live.rs`): the real code, and each planted defect as the real code with
-/// one const parameter changed.
+/// (`loom-tests/tests/live.rs`), sound and planted.
 #[cfg(tollgate_loom)]
-pub mod loom_model {
-    use super::{
-        Live, ParamCell, ParamWords, ONE_BIT_VERSION, READER_IGNORES_VERSION, READER_SKIPS_RECHECK,
-        SOUND, WRITER_SKIPS_FENCE,
-    };
-    use crate::algo::token_bucket::Gcra;
-    use crate::clock::ManualClock;
-    use crate::quota::Quota;
-
-    /// Which protocol the model runs.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum LivePlant {
-        /// The protocol of `live.rs`.
-        Sound,
-        /// Defect: the cell's reader keeps its words without re-checking `seq`.
-        ReaderSkipsRecheck,
-        /// Defect: the cell's writer stores the words with no fence after the odd `seq`.
-        WriterSkipsFence,
-        /// Defect: the token bucket judges a word under whatever parameters it read.
-        ReaderIgnoresVersion,
-        /// Defect: the token bucket's word keeps only the parity of its version.
-        OneBitVersion,
-    }
-
-    /// A parameter cell under a chosen protocol.
-    #[derive(Debug)]
-    pub struct CellModel(ParamCell, LivePlant);
-
-    impl CellModel {
-        /// A cell holding `words`.
-        pub fn new(words: ParamWords, plant: LivePlant) -> Self {
-            CellModel(ParamCell::new(words), plant)
-        }
-
-        /// One read.
-        pub fn read(&self) -> ParamWords {
-            match self.1 {
-                LivePlant::ReaderSkipsRecheck => self.0.read_versioned::<READER_SKIPS_RECHECK>().1,
-                _ => self.0.read_versioned::<SOUND>().1,
-            }
-        }
-
-        /// One write (the model runs one writer thread).
-        pub fn write(&self, words: ParamWords) {
-            match self.1 {
-                LivePlant::WriterSkipsFence => self.0.write_planted::<WRITER_SKIPS_FENCE>(words),
-                _ => self.0.write_planted::<SOUND>(words),
-            };
-        }
-    }
-
-    /// A live token bucket on a manual clock, its changes under a chosen protocol.
-    #[derive(Debug)]
-    pub struct LiveModel(Live<Gcra, ManualClock>, LivePlant);
-
-    impl LiveModel {
-        /// A live token bucket of `quota`.
-        pub fn token_bucket(quota: Quota, clock: ManualClock, plant: LivePlant) -> Self {
-            LiveModel(Live::with_clock(quota, clock), plant)
-        }
-
-        /// A request of cost `n`: whether it was admitted.
-        pub fn acquire(&self, n: u64) -> bool {
-            let decision = match self.1 {
-                LivePlant::ReaderIgnoresVersion => {
-                    self.0.acquire_planted::<READER_IGNORES_VERSION>(n)
-                }
-                LivePlant::OneBitVersion => self.0.acquire_planted::<ONE_BIT_VERSION>(n),
-                _ => self.0.acquire_planted::<SOUND>(n),
-            };
-            decision.is_allowed()
-        }
-
-        /// A quota change.
-        pub fn set_quota(&self, quota: Quota) {
-            match self.1 {
-                LivePlant::OneBitVersion => self.0.set_quota_planted::<ONE_BIT_VERSION>(quota),
-                _ => self.0.set_quota_planted::<SOUND>(quota),
-            }
-            .expect("a model's quota fits");
-        }
-    }
-}
+pub(crate) mod loom_model;
+#[cfg(tollgate_loom)]
+mod planted;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use loom_tests::{admitted_units, expect_caught, model, scenario, Calls, Step};
 use tollgate::__loom::{
     planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
-    planted_whole_charge_rollback,
+    planted_whole_charge_rollback, GroupModel,
 };
 use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
@@ -35,11 +35,11 @@ fn members() -> [Arc<Member>; 2] {
     ]
 }
 
-fn group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::try_new(clock, members()).expect("two members")
+fn group(clock: ManualClock) -> GroupModel {
+    GroupModel::sound(clock, members())
 }
 
-fn mutant(clock: ManualClock) -> Limits<ManualClock> {
+fn mutant(clock: ManualClock) -> GroupModel {
     planted_store_rollback(clock, members())
 }
 
@@ -55,15 +55,13 @@ fn left(member: &Arc<Member>, clock: &ManualClock) -> u64 {
 /// peeks first, both may pass the peek and race on the charges; the loser of the window's
 /// charge rolls the bucket back. Afterwards each member is charged by exactly the admitted
 /// units.
-fn charged_exactly(
-    make: fn(ManualClock) -> Limits<ManualClock>,
-) -> impl Fn() + Send + Sync + 'static {
+fn charged_exactly(make: fn(ManualClock) -> GroupModel) -> impl Fn() + Send + Sync + 'static {
     scenario(
         make,
         AT,
         &[SetClock(AT), Acquire(1)],
         &[&[Acquire(1)], &[Acquire(1)]],
-        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+        |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "the window had 1 left: {calls:?}");
             let m = limits.members();
@@ -92,7 +90,7 @@ fn frozen_all_or_nothing(
         AT,
         &[],
         threads,
-        move |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+        move |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert!(
                 serial.contains(&admitted),
@@ -145,7 +143,7 @@ fn the_clock_moving_never_puts_a_member_over_its_quota() {
             AT,
             &[SetClock(AT), Acquire(1)],
             &[&[SetClock(FOUR), Acquire(2)], &[Acquire(1)]],
-            |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+            |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
                 let in_window_3 = calls
                     .iter()
                     .flatten()
@@ -183,11 +181,11 @@ fn refill_members() -> [Arc<Member>; 2] {
     ]
 }
 
-fn refill_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::try_new(clock, refill_members()).expect("two members")
+fn refill_group(clock: ManualClock) -> GroupModel {
+    GroupModel::sound(clock, refill_members())
 }
 
-fn whole_charge_mutant(clock: ManualClock) -> Limits<ManualClock> {
+fn whole_charge_mutant(clock: ManualClock) -> GroupModel {
     planted_whole_charge_rollback(clock, refill_members())
 }
 
@@ -205,14 +203,14 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// and the drain's at 1 s) never exceed `burst + ⌊(t1 - t0) × rate⌋` in any interval
 /// `[t0, t1]`.
 fn bucket_bound_across_a_refill(
-    make: fn(ManualClock) -> Limits<ManualClock>,
+    make: fn(ManualClock) -> GroupModel,
 ) -> impl Fn() + Send + Sync + 'static {
     scenario(
         make,
         Duration::ZERO,
         &[],
         &[&[Acquire(1)], &[SetClock(LATE), Acquire(1)]],
-        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+        |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let m = limits.members();
             let admitted = admitted_units(calls);
             assert!(admitted <= 1, "the window over its 1: {calls:?}");
@@ -296,11 +294,11 @@ fn rollover_members() -> [Arc<Member>; 2] {
     [sliding(3), bucket]
 }
 
-fn rollover_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::try_new(clock, rollover_members()).expect("two members")
+fn rollover_group(clock: ManualClock) -> GroupModel {
+    GroupModel::sound(clock, rollover_members())
 }
 
-fn relaxed_head_mutant(clock: ManualClock) -> Limits<ManualClock> {
+fn relaxed_head_mutant(clock: ManualClock) -> GroupModel {
     planted_relaxed_sliding_head(clock, rollover_members())
 }
 
@@ -314,11 +312,11 @@ fn boundary_members() -> [Arc<Member>; 2] {
     ]
 }
 
-fn boundary_group(clock: ManualClock) -> Limits<ManualClock> {
-    Limits::try_new(clock, boundary_members()).expect("two members")
+fn boundary_group(clock: ManualClock) -> GroupModel {
+    GroupModel::sound(clock, boundary_members())
 }
 
-fn any_slot_mutant(clock: ManualClock) -> Limits<ManualClock> {
+fn any_slot_mutant(clock: ManualClock) -> GroupModel {
     planted_any_slot_rollback(clock, boundary_members())
 }
 
@@ -327,14 +325,14 @@ fn any_slot_mutant(clock: ManualClock) -> Limits<ManualClock> {
 /// compare-exchange) and to charge: exactly 1 passes, and each member is charged by exactly
 /// that (a check that saw the moved head but not slot 0's ring entry would admit 3).
 fn sliding_rollover_at_a_frozen_instant(
-    make: fn(ManualClock) -> Limits<ManualClock>,
+    make: fn(ManualClock) -> GroupModel,
 ) -> impl Fn() + Send + Sync + 'static {
     scenario(
         make,
         SLOT1,
         &[SetClock(SLOT0), Acquire(2)],
         &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
-        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+        |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "slot 0's 2 still count: {calls:?}");
             let m = limits.members();
@@ -357,7 +355,7 @@ fn sliding_rollover_at_a_frozen_instant(
 /// rollback on top; at 3.5 s (slot 0 gone) it still counts the admission of the check that
 /// read slot 1, and nothing else it had not admitted there.
 fn checks_across_a_slot_boundary(
-    make: fn(ManualClock) -> Limits<ManualClock>,
+    make: fn(ManualClock) -> GroupModel,
     threads: &'static [&'static [Step]],
 ) -> impl Fn() + Send + Sync + 'static {
     scenario(
@@ -365,7 +363,7 @@ fn checks_across_a_slot_boundary(
         SLOT0,
         &[],
         threads,
-        |clock: &ManualClock, limits: &Limits<ManualClock>, calls: &[Calls]| {
+        |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "the window had 1: {calls:?}");
             let sliding = &limits.members()[0];

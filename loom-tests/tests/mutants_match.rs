@@ -1,12 +1,15 @@
-//! Every planted mutant is the real code with its planted lines and nothing else: each copy in
-//! `src/mutants/` is compared with the function it copies, and every difference must be a
-//! hunk that carries a `// PLANTED` line. A change to the real code that the copy does not
+//! Every planted mutant is the real code with its planted lines and nothing else: each copy
+//! (in `src/mutants/` and the crate's `planted.rs` files) is compared with the function it
+//! copies, and every difference must be a hunk that carries a `// PLANTED` line. A copy may
+//! take the defect as a const parameter `PLANT`: its declaration and its turbofish are
+//! dropped before comparing. A change to the real code that the copy does not
 //! follow fails here, before any model runs on a stale mutant. A plain test: no loom needed.
 
 /// The lines of the function that starts at the first line containing `start` after the
 /// first line containing `after`, up to its closing brace, trimmed, with a leading `pub` /
-/// `pub(crate)` dropped.
-fn function<'a>(source: &'a str, after: &str, start: &str) -> Vec<&'a str> {
+/// `pub(crate)` / `pub(super)` and a copy's const parameter `PLANT` dropped, the signature and a lone `{` each
+/// joined to one line.
+fn function(source: &str, after: &str, start: &str) -> Vec<String> {
     let mut lines = source.lines().skip_while(|l| !l.contains(after));
     let first = lines
         .find(|l| l.contains(start))
@@ -15,14 +18,42 @@ fn function<'a>(source: &'a str, after: &str, start: &str) -> Vec<&'a str> {
     let close = format!("{}}}", " ".repeat(indent));
     let mut body = vec![first];
     body.extend(lines.take_while(|l| *l != close));
-    body.into_iter()
+    // The signature as one line, however rustfmt wrapped it.
+    let head = body.iter().position(|l| l.ends_with('{')).unwrap_or(0);
+    let signature = body[..=head]
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("( ", "(")
+        .replace(", )", ")");
+    let lines = std::iter::once(signature).chain(body[head + 1..].iter().map(|l| l.to_string()));
+    lines
         .map(|l| {
+            let l = l.as_str();
             let l = l.trim();
-            l.strip_prefix("pub(crate) ")
+            let l = l
+                .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub(super) "))
                 .or_else(|| l.strip_prefix("pub "))
-                .unwrap_or(l)
+                .unwrap_or(l);
+            [
+                "<const PLANT: Plant>",
+                ", const PLANT: Plant",
+                "::<PLANT>",
+                "::<_, PLANT>",
+            ]
+            .iter()
+            .fold(l.to_owned(), |l, plant| l.replace(plant, ""))
         })
-        .collect()
+        // A lone `{` joins the line before it: rustfmt puts it there or not by indentation.
+        .fold(Vec::new(), |mut out: Vec<String>, l| {
+            match out.last_mut() {
+                Some(last) if l == "{" => last.push_str(" {"),
+                _ => out.push(l),
+            }
+            out
+        })
 }
 
 /// The hunks where `copy` differs from `real` (longest common subsequence), each as the real
@@ -68,7 +99,9 @@ fn hunks<'a>(real: &[&'a str], copy: &[&'a str]) -> Vec<(Vec<&'a str>, Vec<&'a s
 }
 
 /// Asserts that `copy` is `real` with planted hunks only, and at least one.
-fn assert_planted_only(name: &str, real: Vec<&str>, copy: Vec<&str>) {
+fn assert_planted_only<S: AsRef<str>>(name: &str, real: Vec<S>, copy: Vec<S>) {
+    let real: Vec<&str> = real.iter().map(AsRef::as_ref).collect();
+    let copy: Vec<&str> = copy.iter().map(AsRef::as_ref).collect();
     let hunks = hunks(&real, &copy);
     assert!(!hunks.is_empty(), "{name}: the mutant plants nothing");
     for (dropped, added) in &hunks {
@@ -93,6 +126,20 @@ const M_REFUND: &str = include_str!("../src/mutants/refund.rs");
 const PLANTED: &str = include_str!("../../src/algo/planted.rs");
 const LEASED_SHARED: &str = include_str!("../../src/leased/shared.rs");
 const LEASED_PLANTED: &str = include_str!("../../src/leased/planted.rs");
+const SLOT: &str = include_str!("../../src/keyed/slot.rs");
+const SLOT_PLANTED: &str = include_str!("../../src/keyed/slot/planted.rs");
+const WORD: &str = include_str!("../../src/keyed/word.rs");
+const WORD_PLANTED: &str = include_str!("../../src/keyed/word/planted.rs");
+const LIVE: &str = include_str!("../../src/live.rs");
+const LIVE_PLANTED: &str = include_str!("../../src/live/planted.rs");
+const BUCKET_PLANTED: &str = include_str!("../../src/algo/token_bucket/planted.rs");
+const KEYED_LIVE: &str = include_str!("../../src/keyed/live.rs");
+const KEYED_LIVE_PLANTED: &str = include_str!("../../src/keyed/live/planted.rs");
+const GROUP: &str = include_str!("../../src/group/mod.rs");
+const MEMBER: &str = include_str!("../../src/group/member.rs");
+const GROUP_PLANTED: &str = include_str!("../../src/group/planted.rs");
+const CELL: &str = include_str!("../../src/sketch/cell.rs");
+const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 
 #[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
@@ -232,6 +279,174 @@ fn leased_mutant_is_the_real_protocol_with_its_planted_lines() {
     }
     // The give-back plants nothing of its own: it runs the planted `exchange`.
     assert_eq!(real("fn give_back("), copy("fn give_back("));
+}
+
+#[test]
+fn keyed_slot_mutants_are_the_real_protocols_with_their_planted_lines() {
+    for (name, real, after, copy) in [
+        (
+            "StateSlot",
+            SLOT,
+            "impl<A: Algo> StateSlot<A>",
+            SLOT_PLANTED,
+        ),
+        (
+            "WordSlot",
+            WORD,
+            "impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P>",
+            WORD_PLANTED,
+        ),
+    ] {
+        for f in ["fn acquire", "fn try_evict"] {
+            assert_planted_only(
+                &format!("{name} {f}"),
+                function(real, after, &format!("{f}(")),
+                function(copy, "> Mutant<'_,", &format!("{f}<")),
+            );
+        }
+    }
+}
+
+#[test]
+fn sketch_mutants_are_the_real_cell_with_their_planted_lines() {
+    assert_planted_only(
+        "sketch Cell::acquire",
+        function(CELL, "impl Cell", "fn acquire("),
+        function(CELL_PLANTED, "impl Mutant<'_>", "fn acquire<"),
+    );
+}
+
+#[test]
+fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
+    let cell = |f: &str| function(LIVE, "impl<const N: usize> ParamCell<N>", &format!("{f}("));
+    let copy = |f: &str| {
+        function(
+            LIVE_PLANTED,
+            "impl<const N: usize> Cell<'_, N>",
+            &format!("{f}<"),
+        )
+    };
+    for f in ["fn read_slot", "fn write"] {
+        assert_planted_only(&format!("ParamCell {f}"), cell(f), copy(f));
+    }
+    // The read loop plants nothing of its own: it runs the planted `read_slot`.
+    assert_eq!(cell("fn read_versioned"), copy("fn read_versioned"));
+    assert_planted_only(
+        "Live::set_quota",
+        function(
+            LIVE,
+            "impl<A: Retune, C: Clock> Live<A, C>",
+            "fn set_quota(",
+        ),
+        function(
+            LIVE_PLANTED,
+            "impl<C: Clock> Bucket<'_, C>",
+            "fn set_quota<",
+        ),
+    );
+    assert_planted_only(
+        "Live::try_acquire_n",
+        function(
+            LIVE,
+            "impl<A: Retune, C: Clock> Limiter for Live<A, C>",
+            "fn try_acquire_n(",
+        ),
+        function(
+            LIVE_PLANTED,
+            "impl<C: Clock> Bucket<'_, C>",
+            "fn try_acquire_n<",
+        ),
+    );
+    let bucket = |f: &str| {
+        function(
+            TOKEN_BUCKET,
+            "impl crate::live::Retune for Gcra",
+            &format!("{f}("),
+        )
+    };
+    let copy = |f: &str| function(BUCKET_PLANTED, "/// `Retune::", &format!("{f}<"));
+    assert_planted_only("Gcra::publish", bucket("fn publish"), copy("fn publish"));
+    // The request plants nothing of its own: it runs the planted loop.
+    assert_eq!(bucket("fn acquire_live"), copy("fn acquire_live"));
+    assert_planted_only(
+        "token_bucket::counted_in",
+        function(
+            TOKEN_BUCKET,
+            "/// The parameters a live word of epoch",
+            "fn counted_in(",
+        ),
+        function(BUCKET_PLANTED, "/// `counted_in` with", "fn counted_in<"),
+    );
+    assert_eq!(
+        function(
+            TOKEN_BUCKET,
+            "/// The live bucket's compare-exchange loop",
+            "fn live_update<"
+        ),
+        function(BUCKET_PLANTED, "/// `live_update` with", "fn live_update<"),
+        "the live bucket's loop plants nothing of its own: it runs the planted `counted_in`"
+    );
+}
+
+#[test]
+fn keyed_live_mutants_are_the_real_plan_and_slot_with_their_planted_lines() {
+    for (name, real, copy, f) in [
+        (
+            "LivePlan::change",
+            "impl<R: Retune> LivePlan<R>",
+            "impl<R: Retune> Plan<'_, R>",
+            "fn change",
+        ),
+        (
+            "LivePlan::counted",
+            "impl LivePlan<Gcra>",
+            "impl Plan<'_, Gcra>",
+            "fn counted",
+        ),
+        (
+            "BucketSlot::acquire",
+            "impl KeySlot for BucketSlot",
+            "impl Slot<'_>",
+            "fn acquire",
+        ),
+    ] {
+        assert_planted_only(
+            name,
+            function(KEYED_LIVE, real, &format!("{f}(")),
+            function(KEYED_LIVE_PLANTED, copy, &format!("{f}<")),
+        );
+    }
+}
+
+#[test]
+fn group_mutants_are_the_real_check_and_rollbacks_with_their_planted_lines() {
+    let real = |f: &str| function(GROUP, "impl<C: Clock> Limits<C>", f);
+    let copy = |f: &str| function(GROUP_PLANTED, "impl<C: Clock> Mutant<C>", f);
+    for f in ["fn try_acquire_explained(", "fn peek_at(", "fn roll_back("] {
+        assert_planted_only(&format!("Limits {f}"), real(f), copy(f));
+    }
+    // The peek plants nothing of its own: it runs the planted `peek_at`.
+    assert_eq!(real("fn peek_explained("), copy("fn peek_explained("));
+    for f in ["fn load(", "fn roll_back<"] {
+        assert_planted_only(
+            &format!("Member {f}"),
+            function(MEMBER, "impl Member {", f),
+            function(GROUP_PLANTED, "impl MemberMutant<'_> {", f),
+        );
+    }
+    assert_planted_only(
+        "given_back_in_slot",
+        function(
+            MEMBER,
+            "/// A window or sliding member's rollback",
+            "fn given_back_in_slot(",
+        ),
+        function(
+            GROUP_PLANTED,
+            "/// `given_back_in_slot` with",
+            "fn given_back_in_slot(",
+        ),
+    );
 }
 
 /// The checker itself: an unplanted difference fails, a planted one passes.

@@ -61,7 +61,13 @@ pub struct LogParams {
 /// The pure decision over `count` admissions whose times `time(j)` returns (for `j` in
 /// the last `limit`). Returns the time to record `n` entries at, if admitted with `n > 0`.
 #[inline]
-pub fn decide(p: &LogParams, count: u64, time: impl Fn(u64) -> u64, now_ns: u64, n: u64) -> Step {
+pub(crate) fn decide(
+    p: &LogParams,
+    count: u64,
+    time: impl Fn(u64) -> u64,
+    now_ns: u64,
+    n: u64,
+) -> Step {
     let oldest = count.saturating_sub(p.limit);
     let newest = if count > 0 { time(count - 1) } else { 0 };
     // Clamped once, for the window and the durations alike: past the horizon time stands

@@ -580,11 +580,11 @@ impl AlwaysFits for Sliding {}
 /// The writes a ring-form admission makes: the new head, and a finished slot for the ring.
 #[cfg(any(feature = "std", test))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Write {
+pub(crate) struct Write {
     /// The new head.
-    pub head: u64,
+    pub(crate) head: u64,
     /// `(ring index, packed word)` when the head moves past a slot with a count.
-    pub finished: Option<(usize, u64)>,
+    pub(crate) finished: Option<(usize, u64)>,
 }
 
 /// The ring write an admission that replaces `head` with `new_head` must make first: the
@@ -593,7 +593,7 @@ pub struct Write {
 /// from the two heads alone (for a caller that keeps only those: a `Limits` member).
 #[cfg(feature = "std")]
 #[inline(always)]
-pub fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> {
+pub(crate) fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> {
     let count_bits = g.p.count_bits;
     let epoch = head >> count_bits;
     let moved = new_head >> count_bits != epoch;
@@ -605,7 +605,7 @@ pub fn finished(g: &Geometry, head: u64, new_head: u64) -> Option<(usize, u64)> 
 /// `i`, summed on every request. Returns the writes to make, if any.
 #[cfg(any(feature = "std", test))]
 #[inline(always)]
-pub fn decide(
+pub(crate) fn decide(
     g: &Geometry,
     head: u64,
     ring: impl Fn(usize) -> u64,

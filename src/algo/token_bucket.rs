@@ -121,7 +121,7 @@ pub fn decide_at(p: &GcraParams, tat: u64, now: u64, n: u64) -> Step {
 /// [`admit_at`] at a clock reading in ns (the keyed map's one-word commit loop runs it).
 #[cfg(feature = "std")]
 #[inline]
-pub fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
+pub(crate) fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
     admit_at(p, tat, ticks(p, now_ns), n)
 }
 
@@ -275,9 +275,12 @@ pub(crate) fn carried(old: &GcraParams, new: &GcraParams, tat: u64, now: u64) ->
 }
 
 #[cfg(feature = "std")]
-use crate::live::{ParamCell, Plant, ONE_BIT_VERSION, READER_IGNORES_VERSION, SOUND};
+use crate::live::ParamCell;
 #[cfg(feature = "std")]
 use crate::sync::AtomicU128;
+
+#[cfg(all(feature = "std", tollgate_loom))]
+pub(crate) mod planted;
 
 /// The finest tick of a live bucket, in ticks per ns.
 #[cfg(feature = "std")]
@@ -298,32 +301,19 @@ fn split(word: u128) -> (u64, u64) {
     ((word >> 64) as u64, word as u64)
 }
 
-/// The epoch a word counted in parameter version `version` carries: the version itself (the
-/// planted defect keeps its parity only).
-#[cfg(feature = "std")]
-#[inline]
-fn epoch_of<const PLANT: Plant>(version: u64) -> u64 {
-    if PLANT == ONE_BIT_VERSION {
-        version & 1
-    } else {
-        version
-    }
-}
-
 /// The parameters a live word of epoch `epoch` is counted in, and that epoch: `version`'s
 /// (read after the word), or if a change to `version` has not carried the word yet, the
 /// previous ones; `None` if the cell no longer holds those (the word has been carried since
 /// it was loaded).
 #[cfg(feature = "std")]
 #[inline]
-fn counted_in<const PLANT: Plant>(cell: &ParamCell, epoch: u64) -> Option<(GcraParams, u64)> {
-    let (version, words) = cell.read_versioned::<SOUND>();
-    let current = epoch_of::<PLANT>(version);
-    if epoch == current || PLANT == READER_IGNORES_VERSION {
-        return Some((GcraParams::from_words(words), current));
+fn counted_in(cell: &ParamCell, epoch: u64) -> Option<(GcraParams, u64)> {
+    let (version, words) = cell.read_versioned();
+    if epoch == version {
+        return Some((GcraParams::from_words(words), version));
     }
     let previous = version.wrapping_sub(1);
-    if epoch != epoch_of::<PLANT>(previous) {
+    if epoch != previous {
         return None;
     }
     let words = cell.read_version(previous)?;
@@ -337,7 +327,7 @@ fn counted_in<const PLANT: Plant>(cell: &ParamCell, epoch: u64) -> Option<(GcraP
 /// grow: a word carried since the load never matches again, however many changes ran.
 #[cfg(feature = "std")]
 #[inline]
-fn live_update<T, const PLANT: Plant>(
+fn live_update<T>(
     word: &AtomicU128,
     cell: &ParamCell,
     now_ns: u64,
@@ -348,7 +338,7 @@ fn live_update<T, const PLANT: Plant>(
     let mut current = word.load(Ordering::Acquire);
     loop {
         let (epoch, tat) = split(current);
-        let Some((p, epoch)) = counted_in::<PLANT>(cell, epoch) else {
+        let Some((p, epoch)) = counted_in(cell, epoch) else {
             // The word has been carried since it was loaded: load it again.
             crate::sync::Backoff::new().snooze();
             // Acquire: as the first load.
@@ -430,19 +420,19 @@ impl crate::live::Retune for Gcra {
     }
 
     /// Publishes the new parameters, then carries the word to them (unless a request did).
-    fn publish<const PLANT: Plant>(
+    fn publish(
         word: &AtomicU128,
         cell: &ParamCell,
         old: &GcraParams,
         new: &GcraParams,
         now_ns: u64,
     ) {
-        let version = epoch_of::<PLANT>(cell.write(new.to_words()));
+        let version = cell.write(new.to_words());
         let now = ticks(new, now_ns);
         // Relaxed: the changer wrote the parameters itself; the word is only compared.
         let mut current = word.load(Ordering::Relaxed);
         // The previous change carried the word before it returned: it is counted in
-        // `version - 1` (or, for the planted defect, the other parity).
+        // `version - 1`.
         while split(current).0 != version {
             let tat = split(current).1;
             let carried = join(version, carried(old, new, tat, now).unwrap_or(tat));
@@ -457,14 +447,9 @@ impl crate::live::Retune for Gcra {
     }
 
     #[inline]
-    fn acquire_live<const PLANT: Plant>(
-        word: &AtomicU128,
-        cell: &ParamCell,
-        now_ns: u64,
-        n: u64,
-    ) -> Decision {
+    fn acquire_live(word: &AtomicU128, cell: &ParamCell, now_ns: u64, n: u64) -> Decision {
         // As `acquire_at`: the loop runs `admit_at` alone, the decision is made once settled.
-        let (p, now, admitted, tat) = live_update::<_, PLANT>(word, cell, now_ns, |p, tat, now| {
+        let (p, now, admitted, tat) = live_update(word, cell, now_ns, |p, tat, now| {
             let write = admit_at(p, tat, now, n);
             ((*p, now, write, tat), write)
         });
@@ -481,7 +466,7 @@ impl crate::live::Retune for Gcra {
         let mut current = word.load(Ordering::Acquire);
         loop {
             let (epoch, tat) = split(current);
-            if let Some((p, _)) = counted_in::<SOUND>(cell, epoch) {
+            if let Some((p, _)) = counted_in(cell, epoch) {
                 return decide(&p, tat, now_ns, n).0;
             }
             crate::sync::Backoff::new().snooze();
@@ -491,7 +476,7 @@ impl crate::live::Retune for Gcra {
     }
 
     fn refund_live(word: &AtomicU128, cell: &ParamCell, now_ns: u64, n: u64) -> u64 {
-        live_update::<_, SOUND>(word, cell, now_ns, |p, tat, now| refunded(p, tat, now, n))
+        live_update(word, cell, now_ns, |p, tat, now| refunded(p, tat, now, n))
     }
 
     fn pack(p: &GcraParams) -> crate::live::ParamWords {

@@ -5,7 +5,6 @@ use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
-use super::Plant;
 use crate::algo::sliding_window::{self, Geometry};
 use crate::algo::{count_mask, fixed_window, token_bucket};
 use crate::clock::{Clock, Origin};
@@ -177,14 +176,12 @@ impl Member {
 
     /// The member's word, for a decision on it.
     #[inline]
-    pub(super) fn load(&self, plant: Plant) -> u64 {
+    pub(super) fn load(&self) -> u64 {
         match self.rule {
             // Acquire: pairs with the `Release` of the head compare-exchange that moved the head
             // to its slot (every later charge, rollback or refund is a read-modify-write that
             // continues its release sequence), so `decide` sees the ring entries it finished.
-            Rule::Sliding(_) if plant != Plant::RelaxedSlidingHead => {
-                self.word.load(Ordering::Acquire)
-            }
+            Rule::Sliding(_) => self.word.load(Ordering::Acquire),
             // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies on
             // a state the member really had.
             _ => self.word.load(Ordering::Relaxed),
@@ -262,44 +259,24 @@ impl Member {
         }
     }
 
-    /// Undoes a charge of `n` that replaced `replaced` with `wrote` (see the module docs).
-    pub(super) fn roll_back<C: Clock>(
-        &self,
-        clock: &C,
-        replaced: u64,
-        wrote: u64,
-        n: u64,
-        plant: Plant,
-    ) {
+    /// Undoes a charge of `n` that wrote `wrote` (see the module docs).
+    pub(super) fn roll_back<C: Clock>(&self, clock: &C, wrote: u64, n: u64) {
         // Acquire: pairs with the `Release` of every charge and rollback, so that the clock
         // reading below is at least as late as that of every bucket charge it sees.
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             let new = match &self.rule {
                 // The window moved on: the charge is in a finished window.
-                Rule::Window(p) => match given_back_in_slot(cur, wrote, p.count_bits, n, false) {
+                Rule::Window(p) => match given_back_in_slot(cur, wrote, p.count_bits, n) {
                     Some(new) => new,
                     None => return,
                 },
                 // The head moved on: the charge is in a finished slot (in the ring, or about to
                 // be); giving it back from the head would hand it out twice.
-                Rule::Sliding(g) => {
-                    let any_slot = plant == Plant::AnySlotRollback;
-                    match given_back_in_slot(cur, wrote, g.p.count_bits, n, any_slot) {
-                        Some(new) => new,
-                        None => return,
-                    }
-                }
-                Rule::Bucket(_) if plant == Plant::StoreRollback => replaced,
-                // The planted defect (the loom models' only): the whole charge back while the
-                // clock reads before its `tat`.
-                Rule::Bucket(p) if plant == Plant::WholeChargeBeforeTat => {
-                    let now = clock.now_nanos().min(HORIZON) * u64::from(p.scale);
-                    if now >= wrote {
-                        return;
-                    }
-                    cur.saturating_sub(n * p.interval)
-                }
+                Rule::Sliding(g) => match given_back_in_slot(cur, wrote, g.p.count_bits, n) {
+                    Some(new) => new,
+                    None => return,
+                },
                 Rule::Bucket(p) => {
                     // Judged at the reading plus the clock's cross-thread skew: a charge this
                     // load sees may have read up to that much later than this reading.
@@ -333,16 +310,10 @@ impl Member {
 /// A window or sliding member's rollback of `n` units counted in the window (slot) of
 /// `wrote`, on the word `cur`: `cur` with its count down by `n` while `cur` is still in that
 /// window; `None` once it has moved on (window numbers only grow, so the window cannot come
-/// back). `any_slot` is a planted defect for the loom model: give back whatever the window.
+/// back).
 #[inline]
-fn given_back_in_slot(
-    cur: u64,
-    wrote: u64,
-    count_bits: u32,
-    n: u64,
-    any_slot: bool,
-) -> Option<u64> {
-    if cur >> count_bits != wrote >> count_bits && !any_slot {
+fn given_back_in_slot(cur: u64, wrote: u64, count_bits: u32, n: u64) -> Option<u64> {
+    if cur >> count_bits != wrote >> count_bits {
         return None;
     }
     // Same window: the count includes this charge's `n`, unless a refund took units first;
@@ -353,7 +324,7 @@ fn given_back_in_slot(
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
-    use crate::group::{Limits, Plant};
+    use crate::group::Limits;
     use crate::limiter::Limiter;
     use crate::ManualClock;
     use core::time::Duration;
@@ -379,10 +350,10 @@ mod tests {
         let (m, g) = sliding(&clock);
         clock.set(Duration::from_millis(100));
         let _ = charge(&m, &g, 1);
-        let (replaced, wrote) = charge(&m, &g, 2);
+        let (_, wrote) = charge(&m, &g, 2);
         // Another admission after it, in the same slot.
         let _ = charge(&m, &g, 1);
-        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        m.roll_back(&clock, wrote, 2);
         assert_eq!(g.peek(0).remaining(), 2, "exactly the charge's 2 came back");
     }
 
@@ -391,7 +362,7 @@ mod tests {
         let clock = ManualClock::new();
         let (m, g) = sliding(&clock);
         clock.set(Duration::from_millis(100));
-        let (replaced, wrote) = charge(&m, &g, 2);
+        let (_, wrote) = charge(&m, &g, 2);
         // The head moves to slot 1 (finishing slot 0 with its 2 into the ring), and 1 more
         // is admitted there; then the charge in slot 0 is rolled back.
         clock.set(Duration::from_millis(600));
@@ -400,7 +371,7 @@ mod tests {
             m.word.load(Ordering::Relaxed),
             m.ring[0].load(Ordering::Relaxed),
         );
-        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        m.roll_back(&clock, wrote, 2);
         assert_eq!(
             m.word.load(Ordering::Relaxed),
             head,
@@ -414,13 +385,6 @@ mod tests {
             g.peek(0).remaining(),
             3,
             "the admission in slot 1 was not given back"
-        );
-        // What the planted defect does instead: take the unit back from slot 1.
-        m.roll_back(&clock, replaced, wrote, 2, Plant::AnySlotRollback);
-        assert_eq!(
-            g.peek(0).remaining(),
-            4,
-            "the planted rollback hands a unit out twice"
         );
     }
 
@@ -456,28 +420,23 @@ mod tests {
         // check charged at 0.9 s (tat 1 -> 2 s): that charge built on the first one's 1 s
         // where alone it would have built on 0.9 s, so only 0.1 s of the first is still owed.
         let bucket = Quota::per_second(1).unwrap().with_burst(2).unwrap();
-        let outcome = |plant: Plant, later: u64| {
+        let outcome = |later: u64| {
             let clock = ManualClock::new();
             let m = Arc::new(Member::token_bucket(bucket));
             let g = Limits::try_new(clock.clone(), [m.clone()]).unwrap();
-            let (replaced, wrote) = charge(&m, &g, 1);
+            let (_, wrote) = charge(&m, &g, 1);
             clock.set(Duration::from_millis(later));
             let _ = charge(&m, &g, 1);
-            m.roll_back(&clock, replaced, wrote, 1, plant);
+            m.roll_back(&clock, wrote, 1);
             let tat = m.word.load(Ordering::Relaxed);
             clock.set(Duration::from_secs(1));
             (tat, (0..4).filter(|_| g.try_acquire().is_allowed()).count())
         };
         // Exactly the word the later charge alone would have left, 1.9 s; then one at 1 s: 2
         // in [0.9 s, 1 s], the burst.
-        assert_eq!(outcome(Plant::Sound, 900), (1_900_000_000, 1));
+        assert_eq!(outcome(900), (1_900_000_000, 1));
         // At a frozen instant the whole charge is owed: exact.
-        assert_eq!(outcome(Plant::Sound, 0).0, 1_000_000_000);
-        // The old rollback (the whole charge back, its clock before 1 s): 3 in 0.1 s.
-        assert_eq!(
-            outcome(Plant::WholeChargeBeforeTat, 900),
-            (1_000_000_000, 2)
-        );
+        assert_eq!(outcome(0).0, 1_000_000_000);
     }
 
     #[test]
@@ -487,9 +446,9 @@ mod tests {
         let clock = ManualClock::new();
         let m = Arc::new(Member::fixed_window(Quota::per_second(5).unwrap()));
         let g = Limits::try_new(clock.clone(), [m.clone()]).unwrap();
-        let (replaced, wrote) = charge(&m, &g, 2);
+        let (_, wrote) = charge(&m, &g, 2);
         assert_eq!(g.refund(5), 2);
-        m.roll_back(&clock, replaced, wrote, 2, Plant::Sound);
+        m.roll_back(&clock, wrote, 2);
         assert_eq!(m.word.load(Ordering::Relaxed), 0);
         assert_eq!(g.peek(0).remaining(), 5);
     }

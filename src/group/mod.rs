@@ -77,10 +77,10 @@
 //! a check reads the clock once and decides member `i` at that reading less its origin.
 //!
 //! The loom model `loom-tests/tests/group.rs` checks all three under racing checks, and
-//! catches three planted rollbacks (a bucket's that restores the replaced word even when
+//! catches three broken rollbacks (a bucket's that restores the replaced word even when
 //! others wrote after it, a bucket's that subtracts its whole charge while its clock is before
 //! the charge's `tat`, a sliding member's that subtracts from the head whatever its slot) and
-//! a sliding head peeked `Relaxed`.
+//! a sliding head peeked `Relaxed`, each a checked copy of this code.
 
 use core::fmt;
 use std::sync::Arc;
@@ -163,29 +163,6 @@ pub struct Limits<C> {
     /// Each member's origin (`Member::origin`), copied here once: member `i` decides at the
     /// clock's reading less `origins[i]`.
     origins: [Origin; MAX_MEMBERS],
-    /// A planted broken rollback, for the loom models to catch.
-    #[cfg(tollgate_loom)]
-    plant: Plant,
-}
-
-/// A planted rollback defect (the loom models' only); `Sound` is the real code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Plant {
-    Sound,
-    /// A bucket's rollback restores the word it replaced even when others wrote after it.
-    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
-    StoreRollback,
-    /// A sliding member's rollback subtracts from the head whatever slot it is in.
-    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
-    AnySlotRollback,
-    /// A check's peek loads a sliding member's head `Relaxed` instead of `Acquire`.
-    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
-    RelaxedSlidingHead,
-    /// A bucket's rollback after others charged subtracts its whole `n × interval` while the
-    /// rollback's clock is before the charge's `tat` (the tokens of the charge that had
-    /// already refilled are handed out twice).
-    #[cfg_attr(not(tollgate_loom), allow(dead_code))]
-    WholeChargeBeforeTat,
 }
 
 impl<C: fmt::Debug> fmt::Debug for Limits<C> {
@@ -265,8 +242,6 @@ impl<C: Clock> Limits<C> {
                 },
                 clock,
                 members,
-                #[cfg(tollgate_loom)]
-                plant: Plant::Sound,
             }),
         }
     }
@@ -343,7 +318,7 @@ impl<C: Clock> Limits<C> {
                         }
                     }
                     _ => {
-                        self.roll_back(&seen[..i], &wrote[..i], writes, n);
+                        self.roll_back(&wrote[..i], writes, n);
                         return (d, i);
                     }
                 }
@@ -366,7 +341,7 @@ impl<C: Clock> Limits<C> {
         let (mut denied, mut writes) = (false, 0u32);
         for (i, m) in self.members.iter().enumerate() {
             // The member's own ordering (see `Member::load`).
-            let word = m.load(self.plant());
+            let word = m.load();
             let (d, write) = m.decide(word, self.origins[i].since(now), n);
             denied |= !d.is_allowed();
             seen[i] = word;
@@ -410,26 +385,16 @@ impl<C: Clock> Limits<C> {
         (worst, by)
     }
 
-    /// The planted defect of a loom model's group; always `Sound` outside the models.
-    #[inline(always)]
-    fn plant(&self) -> Plant {
-        #[cfg(tollgate_loom)]
-        return self.plant;
-        #[cfg(not(tollgate_loom))]
-        Plant::Sound
-    }
-
     /// Rolls back the charges of the first members, newest first.
     #[cold]
-    fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
-        let plant = self.plant();
+    fn roll_back(&self, wrote: &[u64], writes: u32, n: u64) {
         for (i, m) in self.members.iter().enumerate().take(wrote.len()).rev() {
             if writes & (1 << i) != 0 {
                 let clock = Since {
                     clock: &self.clock,
                     origin: self.origins[i],
                 };
-                m.roll_back(&clock, replaced[i], wrote[i], n, plant);
+                m.roll_back(&clock, wrote[i], n);
             }
         }
     }
@@ -468,59 +433,8 @@ impl<C: Clock> Limiter for Limits<C> {
     }
 }
 
-/// For the loom model only: a group whose bucket rollback restores the word it replaced even
-/// when others have written since (a token handed out twice).
+/// The loom models' groups, sound and planted.
 #[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub fn planted_store_rollback<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> Limits<C> {
-    planted(clock, members, Plant::StoreRollback)
-}
-
-/// For the loom model only: a group whose sliding member's rollback subtracts its units from
-/// the head even after the head has moved to a later slot (a token handed out twice: the
-/// charge stays counted in the finished slot, and the head gives back another's unit).
+pub(crate) mod loom_model;
 #[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub fn planted_any_slot_rollback<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> Limits<C> {
-    planted(clock, members, Plant::AnySlotRollback)
-}
-
-/// For the loom model only: a group whose bucket rollback, after others charged, subtracts
-/// the whole charge while its own clock reads before the charge's `tat` (the part of the
-/// charge that had already refilled, and that a later charge built on, is handed out twice).
-#[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub fn planted_whole_charge_rollback<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> Limits<C> {
-    planted(clock, members, Plant::WholeChargeBeforeTat)
-}
-
-/// For the loom model only: a group whose peek loads a sliding member's head `Relaxed`, so
-/// that it may see a head past a slot without that slot's ring entry (and count too little).
-#[cfg(tollgate_loom)]
-#[doc(hidden)]
-pub fn planted_relaxed_sliding_head<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> Limits<C> {
-    planted(clock, members, Plant::RelaxedSlidingHead)
-}
-
-#[cfg(tollgate_loom)]
-fn planted<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-    plant: Plant,
-) -> Limits<C> {
-    let mut g = Limits::try_new(clock, members).expect("a model's group has 1 to 8 members");
-    g.plant = plant;
-    g
-}
+mod planted;

@@ -10,10 +10,9 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::Ordering;
 
 use super::map::{Bound, Keyed, Shared};
-use super::map::{FLUSH_EVERY, RESIZE_CHUNK, SWEEP_WITHOUT_MARGIN};
+use super::map::{FLUSH_EVERY, RESIZE_CHUNK};
 use super::options::WhenFull;
 use super::plans::{KeySlot, SlotMaker};
-use super::slot;
 use super::slot::Attempt;
 
 impl<K, M, S> Keyed<K, M, S>
@@ -48,13 +47,8 @@ where
     /// gone (or marked) reads the clock after this sweep, at most `shared.skew` earlier than
     /// `now`, and freshness only grows with time, so the evicted limiter was fresh at that
     /// request's reading too: its new limiter hands out nothing the old one would not have.
-    pub(super) fn sweep<const PLANT: slot::Plant>(&self, shared: &Shared, now: u64) -> usize {
-        let margin = if PLANT == SWEEP_WITHOUT_MARGIN {
-            0
-        } else {
-            shared.skew
-        };
-        let judged_at = now.saturating_sub(margin);
+    pub(super) fn sweep(&self, shared: &Shared, now: u64) -> usize {
+        let judged_at = now.saturating_sub(shared.skew);
         let map = self.map.pin();
         let mut evicted = 0;
         for (key, slot) in map.iter() {
@@ -183,7 +177,7 @@ where
                 .is_ok()
         {
             bound.full_misses.store(0, Ordering::Relaxed);
-            self.sweep::<{ slot::SOUND }>(shared, now);
+            self.sweep(shared, now);
         }
         self.map.len() < bound.max_keys
     }

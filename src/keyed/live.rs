@@ -41,7 +41,7 @@ use crate::algo::token_bucket::{
 };
 use crate::algo::Algo;
 use crate::decision::Decision;
-use crate::live::{ParamCell, Plant, Retune, PARAM_WORDS, SOUND};
+use crate::live::{ParamCell, Retune, PARAM_WORDS};
 use crate::quota::{GcraParams, Quota, QuotaError};
 use crate::sync::{fence, Arc, AtomicU128, Backoff, Mutex, MutexGuard, Ordering};
 
@@ -51,17 +51,6 @@ use super::word::{PlanRef, WordSlot, EVICTED};
 
 /// Words of a live plan's cell: the packed parameters and the map's now (ns) they took effect at.
 const PLAN_WORDS: usize = PARAM_WORDS + 1;
-
-/// Planted defect: a request decides a word counted in the previous version without carrying
-/// it (under whatever parameters it read).
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const REQUESTER_SKIPS_CARRY: Plant = 21;
-/// Planted defect: a change publishes without first carrying the plan's words.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const CHANGE_SKIPS_WALK: Plant = 22;
-/// Planted defect: a bucket word keeps no version: requests write epoch 0 whatever they read.
-#[cfg_attr(not(tollgate_loom), allow(dead_code))]
-pub(crate) const WORD_WITHOUT_EPOCH: Plant = 23;
 
 /// One plan of a live map: its parameters, and its quota under the lock that makes one
 /// change at a time.
@@ -125,7 +114,7 @@ impl<R: Retune> LivePlan<R> {
 
     /// Replaces the quota at `now_ns`: `carry` runs first, under the lock, with the version
     /// about to become the previous one; then the new parameters are published.
-    fn change<const PLANT: Plant>(
+    fn change(
         &self,
         quota: Quota,
         now_ns: impl FnOnce() -> u64,
@@ -134,9 +123,7 @@ impl<R: Retune> LivePlan<R> {
         let mut current = self.lock();
         let old = self.params();
         let new = R::retune(&old, &current, &quota)?;
-        if PLANT != CHANGE_SKIPS_WALK {
-            carry();
-        }
+        carry();
         // Read after the walk: the change takes effect when it is published.
         self.cell.write(plan_words(R::pack(&new), now_ns()));
         *current = quota;
@@ -172,15 +159,10 @@ impl LivePlan<Gcra> {
     /// parameters, and `tat` counted in them; `None` if the word must be loaded again (it was
     /// carried since).
     #[inline]
-    fn counted<const PLANT: Plant>(
-        &self,
-        word: &AtomicU128,
-        epoch: u64,
-        tat: u64,
-    ) -> Option<(u64, GcraParams, u64)> {
-        let (version, words) = self.cell.read_versioned::<SOUND>();
+    fn counted(&self, word: &AtomicU128, epoch: u64, tat: u64) -> Option<(u64, GcraParams, u64)> {
+        let (version, words) = self.cell.read_versioned();
         let p = GcraParams::from_words(packed(words));
-        if epoch == version || tat == 0 || PLANT == REQUESTER_SKIPS_CARRY {
+        if epoch == version || tat == 0 {
             return Some((version, p, tat));
         }
         if epoch + 1 == version {
@@ -244,50 +226,6 @@ impl BucketSlot {
         }
     }
 
-    /// A request of cost `n` at `now_ns`, or with a defect planted for a loom model.
-    #[inline(always)]
-    pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
-        // Acquire: the cell read after it holds the word's version or a later one.
-        let mut word = self.word.load(Ordering::Acquire);
-        loop {
-            let (epoch, tat) = split(word);
-            if tat == EVICTED {
-                return evicted();
-            }
-            let Some((version, p, tat)) = self.plan.counted::<PLANT>(&self.word, epoch, tat) else {
-                Backoff::new().snooze();
-                // Acquire: as the first load.
-                word = self.word.load(Ordering::Acquire);
-                continue;
-            };
-            let now = ticks(&p, now_ns);
-            let Some(new_tat) = admit_at(&p, tat, now, n) else {
-                // A denial or a zero cost: decided on the carried word, nothing written.
-                return Attempt::Decided(if n == 0 {
-                    decide_at(&p, tat, now, 0).0
-                } else {
-                    refused(&p, tat, now, n)
-                });
-            };
-            let epoch = if PLANT == WORD_WITHOUT_EPOCH {
-                0
-            } else {
-                version
-            };
-            // Release: a request that loads this word reads parameters of `version` or later.
-            // Acquire failure: as the first load. Weak: a spurious failure loops once more.
-            match self.word.compare_exchange_weak(
-                word,
-                join(epoch, new_tat),
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Attempt::Decided(allowed(&p, now, new_tat)),
-                Err(current) => word = current,
-            }
-        }
-    }
-
     /// The evictor: marks the slot evicted if its bucket, carried to the current version, is
     /// full at `now_ns`.
     pub(crate) fn try_evict(&self, now_ns: u64) -> bool {
@@ -297,7 +235,7 @@ impl BucketSlot {
         if tat == EVICTED {
             return false;
         }
-        let Some((_, p, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
+        let Some((_, p, tat)) = self.plan.counted(&self.word, epoch, tat) else {
             // Carried since the load: the next sweep decides.
             return false;
         };
@@ -326,7 +264,7 @@ impl BucketSlot {
                 return;
             }
             // The walker holds the plan's lock: the cell does not change under it.
-            let Some((version, _, tat)) = self.plan.counted::<SOUND>(&self.word, epoch, tat) else {
+            let Some((version, _, tat)) = self.plan.counted(&self.word, epoch, tat) else {
                 return;
             };
             if epoch == version {
@@ -347,9 +285,43 @@ impl BucketSlot {
 }
 
 impl KeySlot for BucketSlot {
+    /// A request of cost `n` at `now_ns`.
     #[inline]
     fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
-        self.acquire_planted::<SOUND>(now_ns, n)
+        // Acquire: the cell read after it holds the word's version or a later one.
+        let mut word = self.word.load(Ordering::Acquire);
+        loop {
+            let (epoch, tat) = split(word);
+            if tat == EVICTED {
+                return evicted();
+            }
+            let Some((version, p, tat)) = self.plan.counted(&self.word, epoch, tat) else {
+                Backoff::new().snooze();
+                // Acquire: as the first load.
+                word = self.word.load(Ordering::Acquire);
+                continue;
+            };
+            let now = ticks(&p, now_ns);
+            let Some(new_tat) = admit_at(&p, tat, now, n) else {
+                // A denial or a zero cost: decided on the carried word, nothing written.
+                return Attempt::Decided(if n == 0 {
+                    decide_at(&p, tat, now, 0).0
+                } else {
+                    refused(&p, tat, now, n)
+                });
+            };
+            // Release: a request that loads this word reads parameters of `version` or later.
+            // Acquire failure: as the first load. Weak: a spurious failure loops once more.
+            match self.word.compare_exchange_weak(
+                word,
+                join(version, new_tat),
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Attempt::Decided(allowed(&p, now, new_tat)),
+                Err(current) => word = current,
+            }
+        }
     }
 
     fn try_evict(&self, now_ns: u64) -> bool {
@@ -418,7 +390,7 @@ impl SlotMaker for LivePlans<Fixed> {
 /// A live map's quota change, by algorithm: what must be carried before the change publishes.
 pub(crate) trait LiveMap {
     /// Replaces the quota of the plan named `name` (made now if no key has used it yet).
-    fn set_quota<const PLANT: Plant>(
+    fn set_quota(
         &self,
         name: &Quota,
         quota: Quota,
@@ -431,14 +403,14 @@ where
     K: core::hash::Hash + Eq,
     S: core::hash::BuildHasher,
 {
-    fn set_quota<const PLANT: Plant>(
+    fn set_quota(
         &self,
         name: &Quota,
         quota: Quota,
         now_ns: impl FnOnce() -> u64,
     ) -> Result<(), QuotaError> {
         let plan = self.maker.plan(name)?;
-        plan.change::<PLANT>(quota, now_ns, || {
+        plan.change(quota, now_ns, || {
             // Every word of the plan counted in the version about to be overwritten (or
             // earlier, never charged) is carried to the current one.
             let map = self.map.pin();
@@ -456,99 +428,20 @@ where
     K: core::hash::Hash + Eq,
     S: core::hash::BuildHasher,
 {
-    fn set_quota<const PLANT: Plant>(
+    fn set_quota(
         &self,
         name: &Quota,
         quota: Quota,
         now_ns: impl FnOnce() -> u64,
     ) -> Result<(), QuotaError> {
         // A window's count reads right under the new limit: nothing to carry.
-        self.maker.plan(name)?.change::<PLANT>(quota, now_ns, || {})
+        self.maker.plan(name)?.change(quota, now_ns, || {})
     }
 }
 
-/// A live keyed token bucket for the loom models (`loom-tests/tests/keyed_live.rs`): one key's
-/// slot and its plan, the map replaced by that one entry (the change's walk visits it), on the
-/// real code; each planted defect is the real code with one const parameter changed.
+/// One key of a live keyed token bucket for the loom models
+/// (`loom-tests/tests/keyed_live.rs`), sound and planted.
 #[cfg(tollgate_loom)]
-pub mod loom_model {
-    use super::{
-        BucketSlot, LivePlan, CHANGE_SKIPS_WALK, REQUESTER_SKIPS_CARRY, WORD_WITHOUT_EPOCH,
-    };
-    use crate::algo::token_bucket::Gcra;
-    use crate::clock::{Clock, ManualClock};
-    use crate::keyed::slot::Attempt;
-    use crate::live::SOUND;
-    use crate::quota::Quota;
-    use crate::sync::Arc;
-
-    /// Which protocol the model runs.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum KeyedLivePlant {
-        /// The protocol of `keyed/live.rs`.
-        Sound,
-        /// Defect: a request decides a word counted in the previous version without
-        /// carrying it.
-        RequesterSkipsCarry,
-        /// Defect: a change publishes without carrying the plan's words first.
-        ChangeSkipsWalk,
-        /// Defect: requests write epoch 0 whatever version they decided under.
-        WordWithoutEpoch,
-    }
-
-    /// One key of a live keyed token bucket map, on a manual clock.
-    #[derive(Debug)]
-    pub struct KeyedLiveModel {
-        slot: BucketSlot,
-        clock: ManualClock,
-        plant: KeyedLivePlant,
-    }
-
-    impl KeyedLiveModel {
-        /// A key of a map whose plan has `quota`, its limiter fresh.
-        pub fn new(quota: Quota, clock: ManualClock, plant: KeyedLivePlant) -> Self {
-            let plan = Arc::new(LivePlan::<Gcra>::new(&quota).expect("a model's quota fits"));
-            KeyedLiveModel {
-                slot: BucketSlot::new(plan),
-                clock,
-                plant,
-            }
-        }
-
-        /// A request of cost `n`: `Some(admitted)`, or `None` if it found the key evicted.
-        pub fn acquire(&self, n: u64) -> Option<bool> {
-            let now = self.clock.now_nanos();
-            let attempt = match self.plant {
-                KeyedLivePlant::RequesterSkipsCarry => {
-                    self.slot.acquire_planted::<REQUESTER_SKIPS_CARRY>(now, n)
-                }
-                KeyedLivePlant::WordWithoutEpoch => {
-                    self.slot.acquire_planted::<WORD_WITHOUT_EPOCH>(now, n)
-                }
-                _ => self.slot.acquire_planted::<SOUND>(now, n),
-            };
-            match attempt {
-                Attempt::Decided(d) => Some(d.is_allowed()),
-                Attempt::Evicted => None,
-            }
-        }
-
-        /// A quota change of the key's plan (its walk visits this one key).
-        pub fn set_quota(&self, quota: Quota) {
-            let now = || self.clock.now_nanos();
-            let walk = || self.slot.carry();
-            let changed = match self.plant {
-                KeyedLivePlant::ChangeSkipsWalk => {
-                    self.slot.plan.change::<CHANGE_SKIPS_WALK>(quota, now, walk)
-                }
-                _ => self.slot.plan.change::<SOUND>(quota, now, walk),
-            };
-            changed.expect("a model's quota fits");
-        }
-
-        /// An eviction attempt at the clock's now: whether it marked the key evicted.
-        pub fn evict(&self) -> bool {
-            self.slot.try_evict(self.clock.now_nanos())
-        }
-    }
-}
+pub(crate) mod loom_model;
+#[cfg(tollgate_loom)]
+mod planted;

@@ -1,7 +1,7 @@
 //! The keyed slot protocols for the loom models (`loom-tests/tests/keyed_slot.rs`): the real
-//! slots, and each planted defect as the real code with one change (a const parameter that
-//! every build outside the models fixes to the sound protocol). Only under
-//! `--cfg tollgate_loom`, reached through `tollgate::__loom`.
+//! slots, and each planted defect as a checked copy of the real code with one change
+//! (`slot/planted.rs`, `word/planted.rs`). Only under `--cfg tollgate_loom`, reached through
+//! `tollgate::__loom`.
 
 use crate::algo::sliding_window::Sliding;
 use crate::algo::token_bucket::Gcra;
@@ -9,8 +9,10 @@ use crate::algo::Algo;
 use crate::quota::Quota;
 use crate::sync::Arc;
 
-use super::slot::{self, Attempt, StateSlot};
-use super::word::{self, WordSlot};
+use super::slot::planted::{self as slot, Mutant as StateMutant};
+use super::slot::{Attempt, StateSlot};
+use super::word::planted::{self as word, Mutant as WordMutant};
+use super::word::WordSlot;
 
 /// Which protocol a request or an eviction on a one-word slot runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,12 +69,12 @@ impl WordSlotModel {
     /// under it (remove it from the map and redo the request).
     pub fn acquire(&self, now_ns: u64, plant: WordPlant) -> Option<bool> {
         answer(match plant {
-            WordPlant::RequesterTrustsMark => self
-                .0
-                .acquire_planted::<{ word::REQUESTER_TRUSTS_MARK }>(now_ns, 1),
-            WordPlant::RequesterSkipsFence => self
-                .0
-                .acquire_planted::<{ word::REQUESTER_SKIPS_FENCE }>(now_ns, 1),
+            WordPlant::RequesterTrustsMark => {
+                WordMutant(&self.0).acquire::<{ word::REQUESTER_TRUSTS_MARK }>(now_ns, 1)
+            }
+            WordPlant::RequesterSkipsFence => {
+                WordMutant(&self.0).acquire::<{ word::REQUESTER_SKIPS_FENCE }>(now_ns, 1)
+            }
             _ => self.0.acquire(now_ns, 1),
         })
     }
@@ -81,11 +83,11 @@ impl WordSlotModel {
     pub fn try_evict(&self, now_ns: u64, plant: WordPlant) -> bool {
         match plant {
             WordPlant::EvictorStores => {
-                self.0.try_evict_planted::<{ word::EVICTOR_STORES }>(now_ns)
+                WordMutant(&self.0).try_evict::<{ word::EVICTOR_STORES }>(now_ns)
             }
-            WordPlant::EvictorReloads => self
-                .0
-                .try_evict_planted::<{ word::EVICTOR_RELOADS }>(now_ns),
+            WordPlant::EvictorReloads => {
+                WordMutant(&self.0).try_evict::<{ word::EVICTOR_RELOADS }>(now_ns)
+            }
             _ => self.0.try_evict(now_ns),
         }
     }
@@ -106,9 +108,9 @@ impl StateSlotModel {
     /// under it (remove it from the map and redo the request).
     pub fn acquire(&self, now_ns: u64, plant: StatePlant) -> Option<bool> {
         answer(match plant {
-            StatePlant::RequesterSkipsCheck => self
-                .0
-                .acquire_planted::<{ slot::REQUESTER_SKIPS_CHECK }>(now_ns, 1),
+            StatePlant::RequesterSkipsCheck => {
+                StateMutant(&self.0).acquire::<{ slot::REQUESTER_SKIPS_CHECK }>(now_ns, 1)
+            }
             _ => self.0.acquire(now_ns, 1),
         })
     }
@@ -116,12 +118,12 @@ impl StateSlotModel {
     /// The evictor: true if the slot is now evicted and must be removed from the map.
     pub fn try_evict(&self, now_ns: u64, plant: StatePlant) -> bool {
         match plant {
-            StatePlant::EvictorSkipsRecheck => self
-                .0
-                .try_evict_planted::<{ slot::EVICTOR_SKIPS_RECHECK }>(now_ns),
-            StatePlant::EvictorWithoutRound => self
-                .0
-                .try_evict_planted::<{ slot::EVICTOR_WITHOUT_ROUND }>(now_ns),
+            StatePlant::EvictorSkipsRecheck => {
+                StateMutant(&self.0).try_evict::<{ slot::EVICTOR_SKIPS_RECHECK }>(now_ns)
+            }
+            StatePlant::EvictorWithoutRound => {
+                StateMutant(&self.0).try_evict::<{ slot::EVICTOR_WITHOUT_ROUND }>(now_ns)
+            }
             _ => self.0.try_evict(now_ns),
         }
     }

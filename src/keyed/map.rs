@@ -18,11 +18,6 @@ use super::live::{LiveMap, LivePlans};
 use super::options::{Algorithm, KeyHasher, WhenFull};
 use super::pin::KeyedPin;
 use super::plans::{Boxed, Plans, SlotMaker};
-use super::slot;
-
-/// Planted defect: a sweep judges keys at its own reading, with no margin for a clock whose
-/// readings on other threads may be earlier.
-pub(super) const SWEEP_WITHOUT_MARGIN: slot::Plant = 31;
 
 /// Every this many new keys, the inserting thread hands what the map retired (old tables,
 /// removed entries) to the epoch collector.
@@ -297,7 +292,7 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
-        self.set_planted::<{ crate::live::SOUND }>(&self.shared.quota, quota)
+        self.set(&self.shared.quota, quota)
     }
 
     /// Replaces the quota of the plan named `plan`: the keys first given `plan` in
@@ -323,19 +318,15 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn set_plan_quota(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
-        self.set_planted::<{ crate::live::SOUND }>(plan, quota)
+        self.set(plan, quota)
     }
 
-    /// A change under a chosen protocol (the loom models plant defects).
-    fn set_planted<const PLANT: crate::live::Plant>(
-        &self,
-        plan: &Quota,
-        quota: Quota,
-    ) -> Result<(), QuotaError> {
+    /// A change of the plan named `plan`.
+    fn set(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
         let now = || self.now();
         match &self.maps {
-            Maps::LiveTokenBucket(m) => m.set_quota::<PLANT>(plan, quota, now),
-            Maps::LiveFixedWindow(m) => m.set_quota::<PLANT>(plan, quota, now),
+            Maps::LiveTokenBucket(m) => m.set_quota(plan, quota, now),
+            Maps::LiveFixedWindow(m) => m.set_quota(plan, quota, now),
             _ => Err(QuotaError::NotLive),
         }
     }
@@ -415,13 +406,8 @@ where
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn evict_idle(&self) -> usize {
-        self.evict_idle_planted::<{ slot::SOUND }>()
-    }
-
-    /// [`KeyedLimiter::evict_idle`], or with a defect planted for a test.
-    pub(super) fn evict_idle_planted<const PLANT: slot::Plant>(&self) -> usize {
         let now = self.now();
-        with_map!(&self.maps, m => m.sweep::<PLANT>(&self.shared, now))
+        with_map!(&self.maps, m => m.sweep(&self.shared, now))
     }
 
     /// How many keys the map has evicted since it was made: by [`KeyedLimiter::evict_idle`]

@@ -88,26 +88,17 @@
 //!
 //! The loom model in `loom-tests/tests/keyed_slot.rs` checks this with 2–3 threads, the map
 //! replaced by a one-entry cell, and catches three planted defects (no requester check, no
-//! evictor re-check, no round), each this code with one change.
+//! evictor re-check, no round), each in a checked copy of this code (`slot/planted.rs`).
 
 use core::time::Duration;
+
+#[cfg(tollgate_loom)]
+pub(crate) mod planted;
 
 use crate::algo::{Algo, Core};
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
 use crate::sync::{fence, AtomicU32, Ordering};
-
-/// A deliberate defect compiled into a protocol for a loom model to catch. Everything outside
-/// the models runs [`SOUND`], for which every planted branch folds away at compile time.
-pub(crate) type Plant = u8;
-/// The protocol as documented.
-pub(crate) const SOUND: Plant = 0;
-/// Planted defect: the requester trusts its admission without the state RMW.
-pub(crate) const REQUESTER_SKIPS_CHECK: Plant = 11;
-/// Planted defect: the evictor marks `EVICTED` on its pre-check alone, with no re-check.
-pub(crate) const EVICTOR_SKIPS_RECHECK: Plant = 12;
-/// Planted defect: the evictor's `EVICTING` keeps the round (the ABA above).
-pub(crate) const EVICTOR_WITHOUT_ROUND: Plant = 13;
 
 const LIVE: u32 = 0;
 const EVICTING: u32 = 1;
@@ -180,14 +171,8 @@ impl<A: Algo> StateSlot<A> {
     /// A request of cost `n` at `now_ns` (see the module's protocol).
     #[inline]
     pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
-        self.acquire_planted::<SOUND>(now_ns, n)
-    }
-
-    /// [`StateSlot::acquire`], or with a defect planted for a loom model.
-    #[inline(always)]
-    pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
         let decision = self.core.acquire(now_ns, n);
-        if n == 0 || !decision.is_allowed() || PLANT == REQUESTER_SKIPS_CHECK {
+        if n == 0 || !decision.is_allowed() {
             // Nothing was written: nothing can be lost.
             return Attempt::Decided(decision);
         }
@@ -219,31 +204,14 @@ impl<A: Algo> StateSlot<A> {
     /// The evictor's steps: true if the slot is now `EVICTED` and its entry must be removed.
     #[inline]
     pub(crate) fn try_evict(&self, now_ns: u64) -> bool {
-        self.try_evict_planted::<SOUND>(now_ns)
-    }
-
-    /// [`StateSlot::try_evict`], or with a defect planted for a loom model.
-    #[inline(always)]
-    pub(crate) fn try_evict_planted<const PLANT: Plant>(&self, now_ns: u64) -> bool {
         let state = &self.state;
         // Relaxed: a cheap pre-filter; the CAS below decides.
         let live = state.load(Ordering::Relaxed);
         if phase(live) != LIVE || !self.is_fresh(now_ns) {
             return false;
         }
-        let round = if PLANT == EVICTOR_WITHOUT_ROUND {
-            live
-        } else {
-            live.wrapping_add(ROUND)
-        };
-        let evicting = with_phase(
-            round,
-            if PLANT == EVICTOR_SKIPS_RECHECK {
-                EVICTED
-            } else {
-                EVICTING
-            },
-        );
+        let round = live.wrapping_add(ROUND);
+        let evicting = with_phase(round, EVICTING);
         // Acquire: reads from the release sequence of the requesters' RMWs that precede it,
         // so their core writes are visible to the re-check below.
         if state
@@ -251,9 +219,6 @@ impl<A: Algo> StateSlot<A> {
             .is_err()
         {
             return false;
-        }
-        if PLANT == EVICTOR_SKIPS_RECHECK {
-            return true;
         }
         let (next, evicted) = if self.is_fresh(now_ns) {
             (with_phase(evicting, EVICTED), true)

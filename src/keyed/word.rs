@@ -45,19 +45,13 @@ use crate::decision::Decision;
 use crate::quota::{GcraParams, WindowParams};
 use crate::sync::{fence, Arc, AtomicU64, Ordering};
 
-use super::slot::{Attempt, Plant, SOUND};
+use super::slot::Attempt;
+
+#[cfg(tollgate_loom)]
+pub(crate) mod planted;
 
 /// The final value of an evicted slot's word.
 pub(crate) const EVICTED: u64 = u64::MAX;
-
-/// Planted defect: the evictor checks freshness on one load, then marks with a plain store.
-pub(crate) const EVICTOR_STORES: Plant = 1;
-/// Planted defect: the evictor checks one load, then compare-exchanges from a fresh reload.
-pub(crate) const EVICTOR_RELOADS: Plant = 2;
-/// Planted defect: a requester takes `EVICTED` for a fresh limiter and admits without the map.
-pub(crate) const REQUESTER_TRUSTS_MARK: Plant = 3;
-/// Planted defect: a requester that reads `EVICTED` redoes without the `Acquire` fence.
-pub(crate) const REQUESTER_SKIPS_FENCE: Plant = 4;
 
 /// An algorithm whose whole state is one word: its pure decision on that word. Its
 /// parameters are the [`Algo`]'s, made once per plan.
@@ -154,12 +148,6 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
     /// A request of cost `n` at `now_ns`: one load, and for an admission one compare-exchange.
     #[inline]
     pub(crate) fn acquire(&self, now_ns: u64, n: u64) -> Attempt {
-        self.acquire_planted::<SOUND>(now_ns, n)
-    }
-
-    /// [`WordSlot::acquire`], or with a defect planted for a loom model.
-    #[inline(always)]
-    pub(crate) fn acquire_planted<const PLANT: Plant>(&self, now_ns: u64, n: u64) -> Attempt {
         let params = self.plan.params();
         let p = &*params;
         // Relaxed: see the module's orderings.
@@ -168,12 +156,7 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
             if word == EVICTED {
                 // Acquire (with the evictor's Release mark): the redo's clock reading is at
                 // least the one the evictor judged the limiter fresh at.
-                if PLANT != REQUESTER_SKIPS_FENCE {
-                    fence(Ordering::Acquire);
-                }
-                if PLANT == REQUESTER_TRUSTS_MARK {
-                    return Attempt::Decided(R::decide(p, 0, now_ns, n).0);
-                }
+                fence(Ordering::Acquire);
                 return Attempt::Evicted;
             }
             let Some(new_word) = R::admit(p, word, now_ns, n) else {
@@ -198,32 +181,15 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
     /// entry must then be removed from the map).
     #[inline]
     pub(crate) fn try_evict(&self, now_ns: u64) -> bool {
-        self.try_evict_planted::<SOUND>(now_ns)
-    }
-
-    /// [`WordSlot::try_evict`], or with a defect planted for a loom model.
-    #[inline(always)]
-    pub(crate) fn try_evict_planted<const PLANT: Plant>(&self, now_ns: u64) -> bool {
         // Relaxed: the compare-exchange below decides; a stale load only makes it fail.
         let word = self.word.load(Ordering::Relaxed);
         if word == EVICTED || !is_fresh::<R>(&self.plan.params(), word, now_ns) {
             return false;
         }
-        if PLANT == EVICTOR_STORES {
-            // Relaxed, as the real mark: what is broken is the store in place of the CAS.
-            self.word.store(EVICTED, Ordering::Relaxed);
-            return true;
-        }
-        let expected = if PLANT == EVICTOR_RELOADS {
-            // Relaxed, as the real load.
-            self.word.load(Ordering::Relaxed)
-        } else {
-            word
-        };
         // Release: a requester that reads the mark and acquires it reads the clock again no
         // earlier than `now_ns`. Fails if anything (an admission) wrote since the check.
         self.word
-            .compare_exchange(expected, EVICTED, Ordering::Release, Ordering::Relaxed)
+            .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
             .is_ok()
     }
 }
@@ -263,10 +229,9 @@ mod tests {
     }
 
     #[test]
-    fn the_planted_requester_admits_on_an_evicted_word() {
+    fn a_request_on_an_evicted_word_is_redone_through_the_map() {
         let slot = bucket(1);
         assert!(slot.try_evict(0));
-        let attempt = slot.acquire_planted::<REQUESTER_TRUSTS_MARK>(0, 1);
-        assert!(matches!(attempt, Attempt::Decided(d) if d.is_allowed()));
+        assert_eq!(slot.acquire(0, 1), Attempt::Evicted);
     }
 }

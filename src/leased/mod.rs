@@ -44,7 +44,7 @@ use crate::sync::Ordering;
 
 mod lease;
 #[cfg(tollgate_loom)]
-pub mod loom_model;
+pub(crate) mod loom_model;
 mod plan;
 #[cfg(tollgate_loom)]
 mod planted;

@@ -41,16 +41,8 @@ use crate::decision::Decision;
 use crate::quota::{bits, HORIZON};
 use crate::sync::{AtomicU128, Ordering};
 
-/// A request's planted protocol (loom models only; always [`SOUND`] elsewhere).
-pub(crate) type Plant = u8;
-/// The protocol of this file.
-pub(crate) const SOUND: Plant = 0;
-/// Planted defect: the decision on one load, then a plain store of the new word.
 #[cfg(tollgate_loom)]
-pub(crate) const LOAD_THEN_STORE: Plant = 1;
-/// Planted defect: an admission raises only the key's minimum lane, not both.
-#[cfg(tollgate_loom)]
-pub(crate) const RAISE_MIN_ONLY: Plant = 2;
+pub(crate) mod planted;
 
 /// Most lanes in one column of the fixed window.
 pub(crate) const MAX_LANES: u32 = 8;
@@ -306,18 +298,6 @@ impl Cell {
     /// The compare-exchange loop around [`decide`].
     #[inline]
     pub(crate) fn acquire(&self, p: &CellParams, now_ns: u64, n: u64, lanes: KeyLanes) -> Decision {
-        self.acquire_planted::<SOUND>(p, now_ns, n, lanes)
-    }
-
-    /// [`Cell::acquire`], or under loom with one planted defect.
-    #[inline]
-    pub(crate) fn acquire_planted<const PLANT: Plant>(
-        &self,
-        p: &CellParams,
-        now_ns: u64,
-        n: u64,
-        lanes: KeyLanes,
-    ) -> Decision {
         // Relaxed: one word, publishing nothing else (see the module's orderings).
         let mut current = self.0.load(Ordering::Relaxed);
         loop {
@@ -325,22 +305,6 @@ impl Cell {
             let Some(new) = write else {
                 return decision;
             };
-            #[cfg(tollgate_loom)]
-            let new = planted_word::<PLANT>(p, current, new, lanes);
-            #[cfg(tollgate_loom)]
-            if PLANT == LOAD_THEN_STORE {
-                // The planted defect: `new` overwrites whatever the word holds now (a store,
-                // written as a loop since the model's 16-byte word has only loads and
-                // compare-exchanges). Relaxed: no ordering would save a lost update.
-                let mut seen = self.0.load(Ordering::Relaxed);
-                while let Err(actual) =
-                    self.0
-                        .compare_exchange(seen, new, Ordering::Relaxed, Ordering::Relaxed)
-                {
-                    seen = actual;
-                }
-                return decision;
-            }
             // Relaxed: the word's modification order orders admissions; weak: a spurious
             // failure only loops once more.
             match self
@@ -359,25 +323,6 @@ impl Cell {
         // Relaxed: a value of the one word, as a denial reads it (see the module's orderings).
         decide(p, self.0.load(Ordering::Relaxed), now_ns, n, lanes).0
     }
-}
-
-/// The word a planted admission writes: the sound one, or with only the minimum lane raised.
-#[cfg(tollgate_loom)]
-fn planted_word<const PLANT: Plant>(p: &CellParams, old: u128, new: u128, lanes: KeyLanes) -> u128 {
-    if PLANT != RAISE_MIN_ONLY || lanes.0 == lanes.1 {
-        return new;
-    }
-    let (stored, t) = (new as u64, old as u64);
-    let old_hi = p.rolled((old >> 64) as u64, t, stored);
-    let new_hi = (new >> 64) as u64;
-    let (a, b) = (lanes.0, lanes.1);
-    // Keep the larger lane as it was: only the minimum lane moves.
-    let keep = if p.cur(old_hi, a) <= p.cur(old_hi, b) {
-        b
-    } else {
-        a
-    };
-    join(stored, p.with_cur(new_hi, keep, p.cur(old_hi, keep)))
 }
 
 #[cfg(test)]

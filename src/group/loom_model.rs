@@ -1,0 +1,116 @@
+//! The groups the loom models (`loom-tests/tests/group.rs`) race: the real [`Limits`] for the
+//! sound runs, and each planted defect as a checked copy of its check (`planted.rs`).
+
+use std::sync::Arc;
+
+use super::planted::{Mutant, Plant};
+use super::{Limits, Member};
+use crate::clock::ManualClock;
+use crate::decision::Decision;
+use crate::limiter::Limiter;
+
+/// A group of limits on a manual clock, sound or with one planted defect.
+#[derive(Debug)]
+pub enum GroupModel {
+    /// The real group.
+    Sound(Limits<ManualClock>),
+    /// The group through the planted copy of its check.
+    #[doc(hidden)]
+    Planted(PlantedGroup),
+}
+
+/// A group run through a planted copy of its check.
+#[derive(Debug)]
+pub struct PlantedGroup(Mutant<ManualClock>);
+
+impl GroupModel {
+    /// The real group of `members`.
+    pub fn sound(clock: ManualClock, members: impl IntoIterator<Item = Arc<Member>>) -> Self {
+        GroupModel::Sound(
+            Limits::try_new(clock, members).expect("a model's group has 1 to 8 members"),
+        )
+    }
+
+    fn planted(
+        clock: ManualClock,
+        members: impl IntoIterator<Item = Arc<Member>>,
+        plant: Plant,
+    ) -> Self {
+        let limits = Limits::try_new(clock, members).expect("a model's group has 1 to 8 members");
+        GroupModel::Planted(PlantedGroup(Mutant { limits, plant }))
+    }
+
+    /// The group's members, in the order they are charged.
+    pub fn members(&self) -> &[Arc<Member>] {
+        match self {
+            GroupModel::Sound(g) => g.members(),
+            GroupModel::Planted(g) => g.0.members(),
+        }
+    }
+
+    /// [`Limits::try_acquire_explained`].
+    pub fn try_acquire_explained(&self, n: u64) -> (Decision, usize) {
+        match self {
+            GroupModel::Sound(g) => g.try_acquire_explained(n),
+            GroupModel::Planted(g) => g.0.try_acquire_explained(n),
+        }
+    }
+}
+
+impl Limiter for GroupModel {
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        self.try_acquire_explained(n).0
+    }
+
+    fn peek(&self, n: u64) -> Decision {
+        match self {
+            GroupModel::Sound(g) => g.peek(n),
+            GroupModel::Planted(g) => g.0.peek_explained(n).0,
+        }
+    }
+
+    fn refund(&self, n: u64) -> u64 {
+        match self {
+            GroupModel::Sound(g) => g.refund(n),
+            GroupModel::Planted(g) => g.0.limits.refund(n),
+        }
+    }
+}
+
+/// A group whose bucket rollback restores the word it replaced even when others have written
+/// since (a token handed out twice).
+pub fn planted_store_rollback(
+    clock: ManualClock,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> GroupModel {
+    GroupModel::planted(clock, members, Plant::StoreRollback)
+}
+
+/// A group whose sliding member's rollback subtracts its units from the head even after the
+/// head has moved to a later slot (a token handed out twice: the charge stays counted in the
+/// finished slot, and the head gives back another's unit).
+pub fn planted_any_slot_rollback(
+    clock: ManualClock,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> GroupModel {
+    GroupModel::planted(clock, members, Plant::AnySlotRollback)
+}
+
+/// A group whose bucket rollback, after others charged, subtracts the whole charge while its
+/// own clock reads before the charge's `tat` (the part of the charge that had already
+/// refilled, and that a later charge built on, is handed out twice).
+pub fn planted_whole_charge_rollback(
+    clock: ManualClock,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> GroupModel {
+    GroupModel::planted(clock, members, Plant::WholeChargeBeforeTat)
+}
+
+/// A group whose peek loads a sliding member's head `Relaxed`, so that it may see a head past
+/// a slot without that slot's ring entry (and count too little).
+pub fn planted_relaxed_sliding_head(
+    clock: ManualClock,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> GroupModel {
+    GroupModel::planted(clock, members, Plant::RelaxedSlidingHead)
+}
