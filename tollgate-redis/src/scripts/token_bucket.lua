@@ -1,12 +1,11 @@
 -- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
 -- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
 -- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
--- ARGV: n, now (see prelude.lua), then
---       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale,
---       and optionally lease: when n passes, take up to this many (at least n) for the client
---       to spend itself.
--- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
---        and after an admission with a lease, the units taken.
+-- Parameters (see prelude.lua): a = interval (ticks of 1/scale unit between tokens),
+--       b = capacity (burst x interval), c = scale; and lease: when n passes, take up to this
+--       many (at least n) for the client to spend itself.
+-- Reply (see prelude.lua): an admission `remaining reset_after`, with a lease asked
+--        `remaining reset_after taken`; else the five words.
 -- Invariant: after every admission tat <= max(tat, now) + capacity, so any span [t0, t1]
 -- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
 -- the client); a denial writes nothing. One script call is atomic: no ordering to reason about.
@@ -19,8 +18,7 @@
 -- known): the time it owed, rounded up to whole units, at most a drained bucket. The
 -- converted state is written at once (the one write a denial can make): from then on the
 -- key is this quota's.
-local interval, capacity, scale = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local lease = tonumber(ARGV[6] or '0')
+local interval, capacity, scale = pa, pb, pc
 
 -- diff = max(tat - now, 0) in ticks.
 local diff = 0
@@ -85,7 +83,10 @@ if new_diff <= capacity or n == 0 then
     redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
       interval, scale, capacity), 'PX', ttl_ms(full))
   end
-  return string.format('%d %d %d %d %d %d', 1, (left - fmod(left, interval)) / interval, -1, full, 0, taken)
+  if lease > 0 then
+    return string.format('%d %d %d', (left - fmod(left, interval)) / interval, full, taken)
+  end
+  return string.format('%d %d', (left - fmod(left, interval)) / interval, full)
 end
 local remaining = 0
 if n ~= 1 then
