@@ -17,17 +17,17 @@ local len, limit, k = pa, pb, pc
 local cur = (now - fmod(now, len)) / len
 local stored = redis.call('GET', KEYS[1])
 local fmt = string.rep('d', k + 3)
--- The common case first: this quota's state, its head the current slot (so every stored slot
--- is live and the key's expiry is this slot's), and an admission that fits: one sum, one
--- write that keeps the expiry. The general path below answers the same here.
-if n > 0 and cur >= k and stored and #stored == 8 * (k + 3) then
-  local v = {struct.unpack(fmt, stored)}
-  if v[1] == len and v[2] == cur then
-    local total = 0
-    for j = 3, k + 3 do total = total + v[j] end
+-- The common case first: the client's 8 slots, this quota's state, its head the current slot
+-- (so every stored slot is live and the key's expiry is this slot's), and an admission that
+-- fits: one sum in locals, one write that keeps the expiry. The general path below answers
+-- the same here.
+if n > 0 and k == 8 and cur >= k and stored and #stored == 88 then
+  local l, e, c0, c1, c2, c3, c4, c5, c6, c7, c8 = struct.unpack(fmt, stored)
+  if l == len and e == cur then
+    local total = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8
     if total + n <= limit then
-      v[3] = v[3] + n
-      redis.call('SET', KEYS[1], struct.pack(fmt, unpack(v, 1, k + 3)), 'KEEPTTL')
+      redis.call('SET', KEYS[1], struct.pack(fmt, l, e, c0 + n, c1, c2, c3, c4, c5, c6, c7, c8),
+        'KEEPTTL')
       return string.format('%d %d', limit - total - n, (cur + k + 1) * len - now)
     end
   end
