@@ -1,6 +1,8 @@
--- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
--- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
--- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
+-- GCRA token bucket. KEYS[1]: a string, struct.pack('dddddd', U, R, interval, scale, capacity,
+-- E): the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), the
+-- interval, scale and capacity (ticks) of the quota it was counted under, and E, a time
+-- (units) the key does not expire before (-1: not known; the five-number form of an earlier
+-- version has none). Absent: a full bucket.
 -- Parameters (see prelude.lua): a = interval (ticks of 1/scale unit between tokens),
 --       b = capacity (burst x interval), c = scale; and lease: when n passes, take up to this
 --       many (at least n) for the client to spend itself.
@@ -21,11 +23,13 @@
 local interval, capacity, scale = pa, pb, pc
 
 -- diff = max(tat - now, 0) in ticks.
-local diff = 0
+local diff, expiry = 0, -1
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local u, r, i, s, c
-  if #stored == 40 then
+  if #stored == 48 then
+    u, r, i, s, c, expiry = struct.unpack('dddddd', stored)
+  elseif #stored == 40 then
     u, r, i, s, c = struct.unpack('ddddd', stored)
   else
     u, r = string.match(stored, '^(%d+) (%d+)$')
@@ -50,8 +54,9 @@ if stored then
     -- Stored converted, even if this call is denied: later calls count from it, not again
     -- from the old state (which would owe the same tokens anew and never let one pass).
     local rd = fmod(diff, scale)
-    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (diff - rd) / scale, rd, interval,
-      scale, capacity), 'PX', ttl_ms((diff - rd) / scale + 1))
+    expiry = -1
+    redis.call('SET', KEYS[1], struct.pack('dddddd', now + (diff - rd) / scale, rd, interval,
+      scale, capacity, expiry), 'PX', ttl_ms((diff - rd) / scale + 1))
   end
 end
 
@@ -80,8 +85,21 @@ if new_diff <= capacity or n == 0 then
   local rs = fmod(new_diff, scale)
   local full = (new_diff - rs) / scale + (rs > 0 and 1 or 0)
   if n > 0 then
-    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
-      interval, scale, capacity), 'PX', ttl_ms(full))
+    -- The key outlives the time its bucket is full again, now + full. Its expiry moves only
+    -- when it would not: then to an eighth of a drained bucket later than needed, recorded
+    -- as E two ms short of it (the server's ms clock, and the script's own run), so the
+    -- admissions that follow keep it (KEEPTTL: moving an expiry is the dearest part of a
+    -- write).
+    local tat = now + (new_diff - rs) / scale
+    if expiry >= now + full then
+      redis.call('SET', KEYS[1], struct.pack('dddddd', tat, rs, interval, scale, capacity,
+        expiry), 'KEEPTTL')
+    else
+      local slack = capacity / scale / 8
+      slack = slack - fmod(slack, 1)
+      redis.call('SET', KEYS[1], struct.pack('dddddd', tat, rs, interval, scale, capacity,
+        now + full + slack - 2 * upm), 'PX', ttl_ms(full + slack))
+    end
   end
   if lease > 0 then
     return string.format('%d %d %d', (left - fmod(left, interval)) / interval, full, taken)
