@@ -1,16 +1,21 @@
 //! Server time per call of each shipped script, against a one-call Lua fixed window (`INCR`,
 //! `PEXPIRE` on the first, compare): starts its own `redis-server` on a free loopback port,
-//! loads the scripts, drives each with `EVALSHA` pipelined (`redis-benchmark -P 16 -c 8` when
-//! installed, else 16-deep pipelines from this process), and reads `usec_per_call` from
-//! `INFO commandstats`. Each script runs in several rounds, interleaved with the others; the
+//! loads the scripts, drives each with `EVALSHA` in 16-deep pipelines with the arguments the
+//! limiter sends (one binary argument: six little-endian doubles), and reads `usec_per_call`
+//! from `INFO commandstats`: the server's own time per call, whatever the client's speed. Each script runs in several rounds, interleaved with the others; the
 //! least time of its rounds is kept (other load on the machine only adds time).
 //!
 //! Every call is admitted (quotas far above the rate driven), over 1,000 keys: the path that
 //! reads and writes state, the dearest one.
 //!
 //! ```text
-//! cargo run --release -p tollgate-redis --example server_cost
+//! cargo run --release -p tollgate-redis --example server_cost -- --write-readme
 //! ```
+//!
+//! With `--write-readme` it also writes the README's server-time table from this run (between
+//! its `server_cost:begin` and `server_cost:end` markers). The times move with the machine's
+//! load; `scripts/server_instructions.py` counts the server's instructions instead, which
+//! repeat.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -61,37 +66,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    // (name, body, key suffix, arguments as the limiter sends them: n, now ('' = TIME), then
-    // the quota's).
+    // (name, body, key suffix, arguments as the limiter sends them: n, now (-1 = TIME), the
+    // quota's three, lease).
     let body = |alg: &str| format!("{PRELUDE}{alg}");
-    let scripts: Vec<(&str, String, &str, Vec<&str>)> = vec![
-        ("INCR", INCR.to_owned(), "incr", vec!["60000", "1000000000"]),
+    let packed = |words: [f64; 6]| {
+        words
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect::<Vec<u8>>()
+    };
+    let incr_args = ["60000", "1000000000"].map(|a| a.as_bytes().to_vec());
+    let scripts: Vec<(&str, String, &str, Vec<Vec<u8>>)> = vec![
+        ("INCR", INCR.to_owned(), "incr", incr_args.to_vec()),
         // 1,000,000 per second, burst 1,000,000: interval 1 µs, scale 1.
         (
             "token_bucket",
             body(include_str!("../src/scripts/token_bucket.lua")),
             "tb",
-            vec!["1", "", "1", "1000000", "1"],
+            vec![packed([1.0, -1.0, 1.0, 1e6, 1.0, 0.0])],
         ),
         // 1,000,000 per minute.
         (
             "fixed_window",
             body(include_str!("../src/scripts/fixed_window.lua")),
             "fw",
-            vec!["1", "", "60000000", "1000000"],
+            vec![packed([1.0, -1.0, 6e7, 1e6, 0.0, 0.0])],
         ),
         // 1,000,000 per minute in 8 slots of 7.5 s.
         (
             "sliding_window",
             body(include_str!("../src/scripts/sliding_window.lua")),
             "swc",
-            vec!["1", "", "7500000", "1000000", "8"],
+            vec![packed([1.0, -1.0, 7.5e6, 1e6, 8.0, 0.0])],
         ),
         (
             "sliding_log",
             body(include_str!("../src/scripts/sliding_log.lua")),
             "log",
-            vec!["1", "", "60000000", "1000000"],
+            vec![packed([1.0, -1.0, 6e7, 1e6, 0.0, 0.0])],
         ),
     ];
     let mut shas = Vec::new();
@@ -102,12 +114,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .query(&mut conn)?;
         shas.push(sha);
     }
-    let benchmark = Command::new("redis-benchmark")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .status()
-        .is_ok();
-
     let mut best = vec![f64::INFINITY; scripts.len()];
     for _ in 0..ROUNDS {
         for (i, (_, _, suffix, args)) in scripts.iter().enumerate() {
@@ -115,31 +121,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             redis::cmd("CONFIG")
                 .arg("RESETSTAT")
                 .query::<()>(&mut conn)?;
-            if benchmark {
-                let key = format!("{{bench:__rand_int__}}:{suffix}");
-                let status = Command::new("redis-benchmark")
-                    .args(["-p", &port.to_string(), "-P", "16", "-c", "8", "-q"])
-                    .args(["-n", &CALLS.to_string(), "-r", &KEYS.to_string()])
-                    .args(["EVALSHA", &shas[i], "1", &key])
-                    .args(args)
-                    .stdout(Stdio::null())
-                    .status()?;
-                if !status.success() {
-                    return Err("redis-benchmark failed".into());
+            for batch in 0..CALLS / 16 {
+                let mut pipe = redis::pipe();
+                for j in 0..16 {
+                    pipe.cmd("EVALSHA")
+                        .arg(&shas[i])
+                        .arg(1)
+                        .arg(format!("{{bench:{}}}:{suffix}", (batch * 16 + j) % KEYS))
+                        .arg(args)
+                        .ignore();
                 }
-            } else {
-                for batch in 0..CALLS / 16 {
-                    let mut pipe = redis::pipe();
-                    for j in 0..16 {
-                        pipe.cmd("EVALSHA")
-                            .arg(&shas[i])
-                            .arg(1)
-                            .arg(format!("{{bench:{}}}:{suffix}", (batch * 16 + j) % KEYS))
-                            .arg(args)
-                            .ignore();
-                    }
-                    pipe.query::<()>(&mut conn)?;
-                }
+                pipe.query::<()>(&mut conn)?;
             }
             let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn)?;
             let usec = info
@@ -154,17 +146,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             best[i] = best[i].min(usec);
         }
     }
-    for ((name, ..), usec) in scripts.iter().zip(&best) {
-        println!("{name:>15}: {usec:.2} µs per call");
-    }
     let ratio = |i: usize| best[i] / best[0];
-    println!(
+    let mut table =
+        String::from("| script | µs per call | × the `INCR` script |\n|---|---:|---:|\n");
+    for (i, ((name, ..), usec)) in scripts.iter().zip(&best).enumerate() {
+        println!("{name:>15}: {usec:.2} µs per call");
+        table += &format!("| {name} | {usec:.2} | {:.1} |\n", ratio(i));
+    }
+    let line = format!(
         "server time vs the INCR script: token_bucket {:.1}x, fixed_window {:.1}x, sliding_window {:.1}x, sliding_log {:.1}x",
         ratio(1),
         ratio(2),
         ratio(3),
         ratio(4)
     );
+    println!("{line}");
+    if std::env::args().any(|a| a == "--write-readme") {
+        let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        write_readme(readme, &format!("{table}\n`{line}`\n"))?;
+        println!("wrote {readme}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Replaces what lies between the README's `server_cost:begin` and `server_cost:end` markers.
+fn write_readme(path: &str, table: &str) -> std::io::Result<()> {
+    const BEGIN: &str = "<!-- server_cost:begin (written by `cargo run --release -p tollgate-redis --example server_cost -- --write-readme`) -->\n";
+    const END: &str = "<!-- server_cost:end -->";
+    let text = std::fs::read_to_string(path)?;
+    let missing = || std::io::Error::other("no server_cost:begin / server_cost:end markers");
+    let start = text.find(BEGIN).ok_or_else(missing)? + BEGIN.len();
+    let end = start + text[start..].find(END).ok_or_else(missing)?;
+    std::fs::write(path, format!("{}{table}{}", &text[..start], &text[end..]))
 }

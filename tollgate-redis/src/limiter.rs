@@ -460,23 +460,31 @@ impl RedisLimiter {
         lease: u64,
     ) -> Result<(Decision, Option<u64>), Error> {
         let inner = &*self.inner;
+        // The script's one argument: `n, now, a, b, c, lease` as little-endian doubles (see
+        // prelude.lua), every one an integer below 2^53, so exact. `now` negative: Redis TIME.
         let time = match inner.unit {
             Unit::Nanos if now >= MAX_SAFE => return Err(Error::ClockOutOfRange { nanos: now }),
-            Unit::Nanos => now.to_string(),
-            Unit::Micros => String::new(),
+            Unit::Nanos => now as f64,
+            Unit::Micros => -1.0,
         };
         if !breaker.allows(inner.clock.now()) {
             return Err(Error::CircuitOpen);
         }
-        let mut args = redis::Cmd::new();
-        args.arg(keys.len())
-            .arg(keys)
-            .arg(n.min(plan.capacity + 1))
-            .arg(time)
-            .arg(&plan.args[..plan.arity]);
-        if lease > 0 {
-            args.arg(lease);
+        let [a, b, c] = plan.args;
+        let mut packed = [0u8; 48];
+        let words = [
+            n.min(plan.capacity + 1) as f64,
+            time,
+            a as f64,
+            b as f64,
+            c as f64,
+            lease.min(plan.capacity) as f64,
+        ];
+        for (bytes, word) in packed.chunks_exact_mut(8).zip(words) {
+            bytes.copy_from_slice(&word.to_le_bytes());
         }
+        let mut args = redis::Cmd::new();
+        args.arg(keys.len()).arg(keys).arg(&packed[..]);
         let conn = inner.conn();
         let call = async {
             let mut evalsha = redis::cmd("EVALSHA");

@@ -35,10 +35,8 @@ impl Unit {
 /// What one script call needs besides the key, the cost and the time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
-    /// The algorithm-specific arguments, after `n, now`.
+    /// The algorithm's three parameters, after `n, now` (zero where it reads fewer).
     pub(crate) args: [u64; 3],
-    /// How many of `args` the script reads.
-    pub(crate) arity: usize,
     /// The largest cost that can ever pass (burst or limit): a larger one is sent as this
     /// plus one, which the script answers with `exceeds_capacity` just the same.
     pub(crate) capacity: u64,
@@ -86,13 +84,11 @@ pub(crate) fn plan(algorithm: Algorithm, quota: &Quota, unit: Unit) -> Result<Pl
             let interval = interval as u64;
             Ok(Plan {
                 args: [interval, interval * burst, u64::from(scale)],
-                arity: 3,
                 capacity: burst,
             })
         }
         Algorithm::FixedWindow => Ok(Plan {
             args: [period, limit, 0],
-            arity: 2,
             capacity: limit,
         }),
         Algorithm::SlidingWindow => Ok(Plan {
@@ -101,12 +97,10 @@ pub(crate) fn plan(algorithm: Algorithm, quota: &Quota, unit: Unit) -> Result<Pl
                 limit,
                 u64::from(DEFAULT_SLOTS),
             ],
-            arity: 3,
             capacity: limit,
         }),
         Algorithm::SlidingLog => Ok(Plan {
             args: [period, limit, 0],
-            arity: 2,
             capacity: limit,
         }),
     }

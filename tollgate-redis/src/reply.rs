@@ -50,9 +50,12 @@ pub(crate) fn classify(e: RedisError) -> Error {
     }
 }
 
-/// The script's five integers as a decision, times converted from the script's unit to ns;
-/// and a sixth, the units taken, after an admission with a lease. The scripts reply with one
-/// string of space-separated integers; an array of integers is read the same.
+/// The script's integers as a decision, times converted from the script's unit to ns, and
+/// the units taken after an admission with a lease. An admission is two integers,
+/// `remaining reset_after`, and a third, the units taken, when a lease was asked; any other
+/// answer is five, `allowed remaining retry_after reset_after exceeds` (retry_after -1 =
+/// none). The scripts reply with one string of space-separated integers; an array of
+/// integers is read the same.
 pub(crate) fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u64>), Error> {
     let bad = || Error::BadReply(format!("{reply:?}"));
     let mut v = [0i64; 6];
@@ -77,10 +80,12 @@ pub(crate) fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u6
         }
         _ => return Err(bad()),
     }
-    if len != 5 && len != 6 {
-        return Err(bad());
-    }
-    let [allowed, remaining, retry, reset, exceeds, taken] = v;
+    let [allowed, remaining, retry, reset, exceeds, taken] = match len {
+        2 | 3 => [1, v[0], -1, v[1], 0, v[2]],
+        5 => v,
+        _ => return Err(bad()),
+    };
+    let taken_sent = len == 3;
     if remaining < 0 || reset < 0 || retry < -1 || taken < 0 {
         return Err(bad());
     }
@@ -92,7 +97,7 @@ pub(crate) fn decision(reply: &Value, unit: Unit) -> Result<(Decision, Option<u6
         ns(reset),
         exceeds == 1,
     );
-    Ok((d, (len == 6).then_some(taken as u64)))
+    Ok((d, taken_sent.then_some(taken as u64)))
 }
 
 #[cfg(test)]
@@ -112,6 +117,14 @@ mod tests {
         assert_eq!(taken, None);
         let text = Value::BulkString(b"0 2 1500 3000 0".to_vec());
         assert_eq!(decision(&text, Unit::Micros).unwrap(), (d, None));
+        // An admission in short: remaining and reset_after, then the units taken.
+        let (a, taken) = decision(&Value::BulkString(b"7 250".to_vec()), Unit::Micros).unwrap();
+        assert_eq!(taken, None);
+        assert!(a.is_allowed() && !a.exceeds_capacity());
+        assert_eq!((a.remaining(), a.retry_after()), (7, None));
+        assert_eq!(a.reset_after(), Duration::from_micros(250));
+        let leased = Value::BulkString(b"7 250 4".to_vec());
+        assert_eq!(decision(&leased, Unit::Micros).unwrap(), (a, Some(4)));
         assert!(!d.is_allowed() && !d.exceeds_capacity());
         assert_eq!(d.remaining(), 2);
         assert_eq!(d.retry_after(), Some(Duration::from_micros(1_500)));
@@ -125,7 +138,11 @@ mod tests {
             Value::Array(vec![Value::Int(1); 4]),
             Value::Array(vec![Value::Int(-5); 5]),
             Value::Array(vec![Value::Nil; 5]),
-            Value::BulkString(b"1 2 3".to_vec()),
+            Value::BulkString(b"1".to_vec()),
+            Value::BulkString(b"1 2 3 4".to_vec()),
+            Value::BulkString(b"1 2 3 4 5 6".to_vec()),
+            Value::BulkString(b"-1 2".to_vec()),
+            Value::BulkString(b"1 2 -3".to_vec()),
             Value::BulkString(b"1 2 x 4 5".to_vec()),
             Value::BulkString(b"1 -2 3 4 5".to_vec()),
             Value::BulkString(b"1 2 3 4 5 6 7".to_vec()),

@@ -236,3 +236,29 @@ fn same_instant_admissions_never_collapse() {
     assert_eq!(server.cli(&["ZCARD", &key]).trim(), "1");
     assert_eq!(admitted(&s, 100), 60);
 }
+
+/// The sliding log trims its expired members once per eighth of its limit admitted, not on
+/// every admission: under a steady stream, the sorted set holds at most the limit plus an
+/// eighth of it, and every decision stays the in-process log's (`both` compares each).
+#[test]
+fn the_log_holds_at_most_an_eighth_of_its_limit_beyond_its_live_members() {
+    let server = RedisServer::start();
+    let target = Target::from(server.url());
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(64).unwrap();
+    let s = both(&target, Algorithm::SlidingLog, quota, &clock);
+    let user = String::from_utf8_lossy(&s.key)
+        .replace('\\', "\\\\")
+        .replace('}', "\\]");
+    let key = format!("{{tollgate:{user}}}:log");
+    // Ten periods at 80 requests a second (more than the limit: some are denied).
+    for i in 0..800u64 {
+        clock.advance(Duration::from_micros(12_500));
+        s.try_acquire_n(1 + i % 2);
+        let stored: u64 = server.cli(&["ZCARD", &key]).trim().parse().unwrap();
+        assert!(
+            stored <= 64 + 64 / 8,
+            "request {i}: {stored} members stored"
+        );
+    }
+}

@@ -353,3 +353,72 @@ async fn denials_write_nothing_and_keys_expire_when_full_again() {
         assert_eq!(changes(), before, "{algorithm:?}: a denial or a peek wrote");
     }
 }
+
+/// Admissions that leave a key's expiry where it is (`KEEPTTL`, or the sliding log's expiry
+/// read and kept) never leave it short of the state: after each of a run of admissions on one
+/// key, the key lives at least until the limiter would be full again.
+#[tokio::test]
+async fn every_admission_leaves_the_key_alive_until_it_is_full_again() {
+    let server = RedisServer::start();
+    // A day: no window edge passes while the test runs; 1,000 per day: every unit admitted
+    // moves the bucket's full time by 86.4 s.
+    let quota = Quota::new(1_000, Duration::from_secs(86_400)).unwrap();
+    let day_ms = 86_400_000u128;
+    for algorithm in Algorithm::ALL {
+        let l = build(&server, algorithm, quota).await;
+        let key = format!("keep-{algorithm:?}");
+        let suffix = match algorithm {
+            Algorithm::TokenBucket => "tb",
+            Algorithm::FixedWindow => "fw",
+            Algorithm::SlidingWindow => "swc",
+            Algorithm::SlidingLog => "log",
+        };
+        // 440 units in all: the bucket's full time passes the eighth of a drained bucket
+        // its expiry is moved ahead by, several times.
+        for i in 0..40 {
+            let d = l.try_acquire_n(&key, 1 + (i % 3) * 10).await.unwrap();
+            assert!(d.is_allowed(), "{algorithm:?} #{i}");
+            let ttl: u128 = server
+                .cli(&["PTTL", &format!("{{tollgate:{key}}}:{suffix}")])
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(
+                // Less what passed before PTTL ran (a process start on a loaded machine).
+                ttl + 500 >= d.reset_after().as_millis(),
+                "{algorithm:?} #{i}: the key expires before its state: {ttl} ms, {d:?}"
+            );
+            assert!(ttl <= day_ms * 9 / 8 + 1, "{algorithm:?} #{i}: PTTL {ttl}");
+        }
+    }
+}
+
+/// A bucket stored by an earlier version (five numbers, no expiry recorded) is read as the
+/// same bucket: the tokens it spent stay spent, and the next admission moves the expiry.
+#[tokio::test]
+async fn a_bucket_stored_without_its_expiry_is_read_as_the_same_bucket() {
+    let server = RedisServer::start();
+    let quota = Quota::new(1, Duration::from_secs(86_400))
+        .and_then(|q| q.with_burst(10))
+        .unwrap();
+    let l = build(&server, Algorithm::TokenBucket, quota).await;
+    assert!(l.try_acquire_n("old", 6).await.unwrap().is_allowed());
+    let dropped = server.cli(&[
+        "EVAL",
+        "local u, r, i, s, c = struct.unpack('dddddd', redis.call('GET', KEYS[1])) \
+         redis.call('SET', KEYS[1], struct.pack('ddddd', u, r, i, s, c), 'KEEPTTL') \
+         return #redis.call('GET', KEYS[1])",
+        "1",
+        "{tollgate:old}:tb",
+    ]);
+    assert_eq!(dropped.trim(), "40");
+    let d = l.try_acquire_n("old", 4).await.unwrap();
+    assert!(d.is_allowed() && d.remaining() == 0, "{d:?}");
+    assert!(!l.try_acquire("old").await.unwrap().is_allowed());
+    let ttl: u128 = server
+        .cli(&["PTTL", "{tollgate:old}:tb"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(ttl + 500 >= d.reset_after().as_millis(), "{ttl} ms, {d:?}");
+}

@@ -6,8 +6,8 @@
 -- the integers do, also between members of one score). So the live weight is the newest C
 -- minus the C before the oldest live member (its C - w): two reads, no sum kept apart. One
 -- key: nothing to lose or evict apart from the log itself.
--- ARGV: n, now (see prelude.lua), then period, limit.
--- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Parameters (see prelude.lua): a = period, b = limit.
+-- Reply (see prelude.lua): an admission `remaining reset_after`, else the five words.
 -- Invariant: the live members (at - s < period) never weigh more than the limit they were
 -- admitted under. One script call is atomic. Integers only, all below 2^53 (checked by the
 -- client; C reaches 2^53 only after 2^53 units admitted on one key with no pause of a period).
@@ -18,7 +18,7 @@
 -- answers remaining 0, and a retry when enough of it leaves: never an error. Members of
 -- another format (an earlier release's "seq:n") are not counted from: the key is denied until
 -- its newest member leaves (at most one period), then expires.
-local period, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local period, limit = pa, pb
 local key = KEYS[1]
 
 -- Entries are recorded in time order: the limiter's now is max(now, newest entry).
@@ -56,11 +56,24 @@ if live + n <= limit then
   if n == 0 then return string.format('%d %d %d %d %d', 1, remaining, -1, reset, 0) end
   -- ZADD first: a script's first write decides whether a full server (maxmemory) refuses
   -- it, and a trim alone would not be refused. Expired entries (at - s >= period) still
-  -- stored are trimmed by an admission only; the new member scores above the cutoff.
+  -- stored are trimmed by an admission whose C crosses a multiple of an eighth of the limit
+  -- (every admission when the limit is below 16): at most that many units of members are
+  -- added between two trims, so the log holds at most the limit plus an eighth of it in
+  -- units beyond its live members, and most admissions skip the trim. The new member scores
+  -- above the cutoff.
   redis.call('ZADD', key, at, struct.pack('>dd', top + n, n))
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-  redis.call('PEXPIRE', key, ttl_ms(at + period - now))
-  return string.format('%d %d %d %d %d', 1, remaining - n, -1, at + period - now, 0)
+  local step = (limit - fmod(limit, 8)) / 8
+  if step < 2 or fmod(top, step) + n >= step then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+  end
+  -- The key outlives its newest member's period: its expiry moves only when it would fall
+  -- short (one ms kept for the server's ms clock), and then an eighth of a period further
+  -- than needed, so most admissions only read it.
+  local need = at + period - now
+  if (redis.call('PTTL', key) - 1) * upm < need then
+    redis.call('PEXPIRE', key, ttl_ms(need + (period - fmod(period, 8)) / 8))
+  end
+  return string.format('%d %d', remaining - n, at + period - now)
 end
 -- Denied: the live member, oldest first, whose leaving frees enough (live + n - limit). Every
 -- member weighs at least 1, so the oldest `need` live members are enough to find it.

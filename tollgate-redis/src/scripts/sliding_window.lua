@@ -1,8 +1,8 @@
 -- Sliding-window counter: the period split into k slots of len units; slot e counts until
 -- slot e + k + 1 begins. KEYS[1]: a string, struct.pack of k + 3 doubles: len, the epoch E of
 -- the slot being filled, then the counts of slots E, E - 1, ..., E - k. Absent: nothing counted.
--- ARGV: n, now (see prelude.lua), then len, limit, k.
--- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds}.
+-- Parameters (see prelude.lua): a = len, b = limit, c = k.
+-- Reply (see prelude.lua): an admission `remaining reset_after`, else the five words.
 -- Invariant: the live slots (cur - k ..= cur) never hold more than the limit they were admitted
 -- under. Integers only, all below 2^53 (checked by the client); a denial writes nothing. One
 -- script call is atomic.
@@ -12,12 +12,31 @@
 -- they are forgotten within this quota's own period, never later. A total above a lower limit
 -- answers remaining 0, and a retry when enough of it leaves: never an error, never a negative.
 -- The converted state is written at once (the one write a denial can make).
-local len, limit, k = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local len, limit, k = pa, pb, pc
 
 local cur = (now - fmod(now, len)) / len
-local head, counts = cur, {}
-for j = 1, k + 1 do counts[j] = 0 end
 local stored = redis.call('GET', KEYS[1])
+local fmt = string.rep('d', k + 3)
+-- The common case first: the client's 8 slots, this quota's state, its head the current slot
+-- (so every stored slot is live and the key's expiry is this slot's), and an admission that
+-- fits: one sum in locals, one write that keeps the expiry. The general path below answers
+-- the same here.
+if n > 0 and k == 8 and cur >= k and stored and #stored == 88 then
+  local l, e, c0, c1, c2, c3, c4, c5, c6, c7, c8 = struct.unpack(fmt, stored)
+  if l == len and e == cur then
+    local total = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8
+    if total + n <= limit then
+      redis.call('SET', KEYS[1], struct.pack(fmt, l, e, c0 + n, c1, c2, c3, c4, c5, c6, c7, c8),
+        'KEEPTTL')
+      return string.format('%d %d', limit - total - n, (cur + k + 1) * len - now)
+    end
+  end
+end
+
+-- The stored state is this quota's and its head is the current slot: its expiry is this
+-- slot's, (cur + k + 1) x len.
+local head, counts, same = cur, {}, false
+for j = 1, k + 1 do counts[j] = 0 end
 if stored then
   local size = #stored / 8
   local v
@@ -27,6 +46,7 @@ if stored then
     for j = 1, k + 1 do counts[j] = v[j + 2] end
     -- A slot before the head's (time went back) counts in the head's slot.
     if cur < head then cur = head end
+    same = head == cur
   elseif v then
     local l, e, carried = v[1], v[2], 0
     for j = 3, size do
@@ -82,9 +102,13 @@ if total + n <= limit then
   out[3] = out[3] + n
   local gone = (cur + k + 1) * len - now
   if gone < 0 then gone = 0 end
-  redis.call('SET', KEYS[1], struct.pack(string.rep('d', k + 3), unpack(out)),
-    'PX', ttl_ms(gone))
-  return string.format('%d %d %d %d %d', 1, remaining - n, -1, gone, 0)
+  local state = struct.pack(fmt, unpack(out))
+  if same then
+    redis.call('SET', KEYS[1], state, 'KEEPTTL')
+  else
+    redis.call('SET', KEYS[1], state, 'PX', ttl_ms(gone))
+  end
+  return string.format('%d %d', remaining - n, gone)
 end
 -- Denied: the first slot whose leaving frees enough.
 local left = total

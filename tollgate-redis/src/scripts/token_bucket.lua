@@ -1,12 +1,13 @@
--- GCRA token bucket. KEYS[1]: a string, struct.pack('ddddd', U, R, interval, scale, capacity):
--- the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), and the
--- interval, scale and capacity (ticks) of the quota it was counted under. Absent: a full bucket.
--- ARGV: n, now (see prelude.lua), then
---       interval (ticks of 1/scale unit between tokens), capacity (burst x interval), scale,
---       and optionally lease: when n passes, take up to this many (at least n) for the client
---       to spend itself.
--- Reply (one string): allowed, remaining, retry_after (units, -1 = none), reset_after (units), exceeds},
---        and after an admission with a lease, the units taken.
+-- GCRA token bucket. KEYS[1]: a string, struct.pack('dddddd', U, R, interval, scale, capacity,
+-- E): the theoretical arrival time (TAT) U units + R/scale units (0 <= R < scale), the
+-- interval, scale and capacity (ticks) of the quota it was counted under, and E, a time
+-- (units) the key does not expire before (-1: not known; the five-number form of an earlier
+-- version has none). Absent: a full bucket.
+-- Parameters (see prelude.lua): a = interval (ticks of 1/scale unit between tokens),
+--       b = capacity (burst x interval), c = scale; and lease: when n passes, take up to this
+--       many (at least n) for the client to spend itself.
+-- Reply (see prelude.lua): an admission `remaining reset_after`, with a lease asked
+--        `remaining reset_after taken`; else the five words.
 -- Invariant: after every admission tat <= max(tat, now) + capacity, so any span [t0, t1]
 -- admits at most burst + (t1 - t0) x limit / period. Integers only, all below 2^53 (checked by
 -- the client); a denial writes nothing. One script call is atomic: no ordering to reason about.
@@ -19,15 +20,16 @@
 -- known): the time it owed, rounded up to whole units, at most a drained bucket. The
 -- converted state is written at once (the one write a denial can make): from then on the
 -- key is this quota's.
-local interval, capacity, scale = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local lease = tonumber(ARGV[6] or '0')
+local interval, capacity, scale = pa, pb, pc
 
 -- diff = max(tat - now, 0) in ticks.
-local diff = 0
+local diff, expiry = 0, -1
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local u, r, i, s, c
-  if #stored == 40 then
+  if #stored == 48 then
+    u, r, i, s, c, expiry = struct.unpack('dddddd', stored)
+  elseif #stored == 40 then
     u, r, i, s, c = struct.unpack('ddddd', stored)
   else
     u, r = string.match(stored, '^(%d+) (%d+)$')
@@ -52,8 +54,9 @@ if stored then
     -- Stored converted, even if this call is denied: later calls count from it, not again
     -- from the old state (which would owe the same tokens anew and never let one pass).
     local rd = fmod(diff, scale)
-    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (diff - rd) / scale, rd, interval,
-      scale, capacity), 'PX', ttl_ms((diff - rd) / scale + 1))
+    expiry = -1
+    redis.call('SET', KEYS[1], struct.pack('dddddd', now + (diff - rd) / scale, rd, interval,
+      scale, capacity, expiry), 'PX', ttl_ms((diff - rd) / scale + 1))
   end
 end
 
@@ -82,10 +85,26 @@ if new_diff <= capacity or n == 0 then
   local rs = fmod(new_diff, scale)
   local full = (new_diff - rs) / scale + (rs > 0 and 1 or 0)
   if n > 0 then
-    redis.call('SET', KEYS[1], struct.pack('ddddd', now + (new_diff - rs) / scale, rs,
-      interval, scale, capacity), 'PX', ttl_ms(full))
+    -- The key outlives the time its bucket is full again, now + full. Its expiry moves only
+    -- when it would not: then to an eighth of a drained bucket later than needed, recorded
+    -- as E two ms short of it (the server's ms clock, and the script's own run), so the
+    -- admissions that follow keep it (KEEPTTL: moving an expiry is the dearest part of a
+    -- write).
+    local tat = now + (new_diff - rs) / scale
+    if expiry >= now + full then
+      redis.call('SET', KEYS[1], struct.pack('dddddd', tat, rs, interval, scale, capacity,
+        expiry), 'KEEPTTL')
+    else
+      local slack = capacity / scale / 8
+      slack = slack - fmod(slack, 1)
+      redis.call('SET', KEYS[1], struct.pack('dddddd', tat, rs, interval, scale, capacity,
+        now + full + slack - 2 * upm), 'PX', ttl_ms(full + slack))
+    end
   end
-  return string.format('%d %d %d %d %d %d', 1, (left - fmod(left, interval)) / interval, -1, full, 0, taken)
+  if lease > 0 then
+    return string.format('%d %d %d', (left - fmod(left, interval)) / interval, full, taken)
+  end
+  return string.format('%d %d', (left - fmod(left, interval)) / interval, full)
 end
 local remaining = 0
 if n ~= 1 then
