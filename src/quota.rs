@@ -162,7 +162,7 @@ impl std::error::Error for QuotaError {}
 /// use std::time::Duration;
 /// use tollgate::Quota;
 ///
-/// let q = Quota::new(3, Duration::from_secs(7))?.with_burst(5)?;
+/// let q = Quota::try_new(3, Duration::from_secs(7))?.with_burst(5)?;
 /// assert_eq!((q.limit(), q.period(), q.burst()), (3, Duration::from_secs(7), 5));
 /// assert_eq!(Quota::per_minute(100)?.burst(), 100); // burst defaults to the limit
 /// # Ok::<(), tollgate::QuotaError>(())
@@ -286,14 +286,14 @@ impl Quota {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Quota, QuotaError};
-    /// assert!(Quota::new(10, Duration::from_millis(100)).is_ok());
-    /// assert_eq!(Quota::new(5, Duration::ZERO), Err(QuotaError::ZeroPeriod));
+    /// assert!(Quota::try_new(10, Duration::from_millis(100)).is_ok());
+    /// assert_eq!(Quota::try_new(5, Duration::ZERO), Err(QuotaError::ZeroPeriod));
     /// assert!(matches!(
-    ///     Quota::new(u64::MAX, Duration::from_nanos(1)),
+    ///     Quota::try_new(u64::MAX, Duration::from_nanos(1)),
     ///     Err(QuotaError::LimitTooLarge { .. })
     /// ));
     /// ```
-    pub fn new(limit: u64, period: Duration) -> Result<Quota, QuotaError> {
+    pub fn try_new(limit: u64, period: Duration) -> Result<Quota, QuotaError> {
         if limit == 0 {
             return Err(QuotaError::ZeroLimit);
         }
@@ -331,40 +331,40 @@ impl Quota {
     /// `limit` requests per second.
     ///
     /// # Errors
-    /// As [`Quota::new`].
+    /// As [`Quota::try_new`].
     ///
     /// ```
     /// assert_eq!(tollgate::Quota::per_second(5)?.limit(), 5);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn per_second(limit: u64) -> Result<Quota, QuotaError> {
-        Quota::new(limit, Duration::from_secs(1))
+        Quota::try_new(limit, Duration::from_secs(1))
     }
 
     /// `limit` requests per minute.
     ///
     /// # Errors
-    /// As [`Quota::new`].
+    /// As [`Quota::try_new`].
     ///
     /// ```
     /// assert_eq!(tollgate::Quota::per_minute(60)?.period().as_secs(), 60);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn per_minute(limit: u64) -> Result<Quota, QuotaError> {
-        Quota::new(limit, Duration::from_secs(60))
+        Quota::try_new(limit, Duration::from_secs(60))
     }
 
     /// `limit` requests per hour.
     ///
     /// # Errors
-    /// As [`Quota::new`].
+    /// As [`Quota::try_new`].
     ///
     /// ```
     /// assert_eq!(tollgate::Quota::per_hour(1000)?.period().as_secs(), 3600);
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn per_hour(limit: u64) -> Result<Quota, QuotaError> {
-        Quota::new(limit, Duration::from_secs(3600))
+        Quota::try_new(limit, Duration::from_secs(3600))
     }
 
     /// The same rate with another burst: the token bucket's capacity, how many requests may
@@ -435,7 +435,7 @@ impl Quota {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::Quota;
-    /// assert!(Quota::new(3, Duration::from_secs(7))?.is_exact());
+    /// assert!(Quota::try_new(3, Duration::from_secs(7))?.is_exact());
     /// assert!(!Quota::per_second(999)?.is_exact()); // 999 = 27 × 37 shares nothing with 10^9
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
@@ -473,10 +473,10 @@ impl Quota {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::Quota;
-    /// let q = Quota::new(3, Duration::from_secs(7))?; // a token every 7/3 s
+    /// let q = Quota::try_new(3, Duration::from_secs(7))?; // a token every 7/3 s
     /// assert_eq!(q.token_interval(Duration::from_nanos(1)), Some((7_000_000_000, 3)));
     /// assert_eq!(q.token_interval(Duration::from_micros(1)), Some((7_000_000, 3)));
-    /// let fine = Quota::new(1, Duration::from_nanos(1_500))?;
+    /// let fine = Quota::try_new(1, Duration::from_nanos(1_500))?;
     /// assert_eq!(fine.token_interval(Duration::from_micros(1)), None); // 1.5 µs
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
@@ -562,7 +562,7 @@ mod tests {
 
     #[test]
     fn gcra_of_three_per_seven_seconds_is_exact() {
-        let q = Quota::new(3, Duration::from_secs(7)).unwrap();
+        let q = Quota::try_new(3, Duration::from_secs(7)).unwrap();
         let p = q.gcra().unwrap();
         assert_eq!(p.scale, 3);
         assert_eq!(p.interval, 7_000_000_000); // 7/3 s in ticks of 1/3 ns
@@ -596,7 +596,7 @@ mod tests {
             (7, 3),
             (1, 1 << 40),
         ] {
-            let q = Quota::new(limit, Duration::from_nanos(period)).unwrap();
+            let q = Quota::try_new(limit, Duration::from_nanos(period)).unwrap();
             let p = q.gcra().unwrap();
             let edges = [
                 0,
@@ -625,7 +625,7 @@ mod tests {
 
     #[test]
     fn window_packing_fits_a_nanosecond_rate() {
-        let q = Quota::new(1, Duration::from_nanos(1)).unwrap();
+        let q = Quota::try_new(1, Duration::from_nanos(1)).unwrap();
         let w = q.window(1).unwrap();
         assert_eq!((w.len, w.count_bits), (1, 1));
     }

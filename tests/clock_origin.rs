@@ -141,18 +141,18 @@ impl Subject for Keyed {
 fn quotas() -> [Quota; 3] {
     [
         Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_millis(500))
+        Quota::try_new(3, Duration::from_millis(500))
             .unwrap()
             .with_burst(4)
             .unwrap(),
-        Quota::new(7, Duration::from_secs(4)).unwrap(),
+        Quota::try_new(7, Duration::from_secs(4)).unwrap(),
     ]
 }
 
 /// Every limiter on `clock`, for `quota`.
 fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
     let c = || clock.clone();
-    let plan = Quota::new(2, Duration::from_millis(250)).unwrap();
+    let plan = Quota::try_new(2, Duration::from_millis(250)).unwrap();
     let mut out: Vec<(String, Box<dyn Subject>)> = vec![
         (
             "TokenBucket".into(),
@@ -197,8 +197,8 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveTokenBucket::with_clock(quota, c()),
                 |l, step| {
-                    let q =
-                        Quota::new(1 + step % 9, Duration::from_millis(200 + step % 900)).unwrap();
+                    let q = Quota::try_new(1 + step % 9, Duration::from_millis(200 + step % 900))
+                        .unwrap();
                     let _ = l.set_quota(q);
                 },
             )),
@@ -208,7 +208,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveFixedWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::new(1 + step % 9, l.quota().period()).unwrap();
+                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
                     let _ = l.set_quota(q);
                 },
             )),
@@ -218,7 +218,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveSlidingWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::new(1 + step % 9, l.quota().period()).unwrap();
+                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
                     let _ = l.set_quota(q);
                 },
             )),

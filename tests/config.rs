@@ -10,7 +10,7 @@ use common::Rng;
 use tollgate::{ParseQuotaErrorKind as Kind, Quota, QuotaError, QuotaPart};
 
 fn q(limit: u64, period: Duration, burst: u64) -> Quota {
-    Quota::new(limit, period)
+    Quota::try_new(limit, period)
         .unwrap()
         .with_burst(burst)
         .unwrap()
@@ -160,7 +160,7 @@ fn every_valid_quota_round_trips_through_its_string() {
     for _ in 0..rounds {
         let limit = 1 + rng.next() % (1 << (rng.next() % 48));
         let period = Duration::from_nanos(1 + rng.next() % (1 << (rng.next() % 58)));
-        let Ok(quota) = Quota::new(limit, period) else {
+        let Ok(quota) = Quota::try_new(limit, period) else {
             continue;
         };
         let quota = quota.with_burst(1 + rng.next() % limit).unwrap_or(quota);

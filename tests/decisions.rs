@@ -16,7 +16,7 @@ const NS: Duration = Duration::from_nanos(1);
 #[test]
 fn three_per_seven_seconds_is_exact_over_a_year() {
     let clock = ManualClock::new();
-    let quota = Quota::new(3, Duration::from_secs(7)).unwrap();
+    let quota = Quota::try_new(3, Duration::from_secs(7)).unwrap();
     for s in pair(Algo::TokenBucket, quota, &clock) {
         clock.set(Duration::ZERO);
         assert_eq!(admitted(&*s.limiter, 10), 3, "{}", s.name);
@@ -56,7 +56,7 @@ fn three_per_seven_seconds_is_exact_over_a_year() {
 #[test]
 fn refill_has_no_drift_for_fractional_intervals() {
     for (limit, period_ms) in [(7u64, 3_000u64), (3, 1_000), (50, 1_000), (13, 60_000)] {
-        let quota = Quota::new(limit, ms(period_ms)).unwrap();
+        let quota = Quota::try_new(limit, ms(period_ms)).unwrap();
         assert!(quota.is_exact());
         let clock = ManualClock::new();
         let bucket = TokenBucket::with_clock(quota.with_burst(2).unwrap(), clock.clone());
@@ -85,10 +85,10 @@ fn refill_has_no_drift_for_fractional_intervals() {
 fn retrying_after_exactly_retry_after_passes() {
     let quotas = [
         Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_secs(7)).unwrap(),
-        Quota::new(10, ms(250)).unwrap().with_burst(4).unwrap(),
+        Quota::try_new(3, Duration::from_secs(7)).unwrap(),
+        Quota::try_new(10, ms(250)).unwrap().with_burst(4).unwrap(),
         Quota::per_second(999).unwrap(),
-        Quota::new(1, Duration::from_nanos(3)).unwrap(),
+        Quota::try_new(1, Duration::from_nanos(3)).unwrap(),
     ];
     let mut rng = Rng(7);
     for quota in quotas {
@@ -146,7 +146,7 @@ fn retrying_after_exactly_retry_after_passes() {
 /// full at exactly that instant, not a nanosecond before.
 #[test]
 fn reset_after_is_when_capacity_is_full_again() {
-    let quota = Quota::new(6, ms(900)).unwrap();
+    let quota = Quota::try_new(6, ms(900)).unwrap();
     let mut rng = Rng(11);
     for (s, clock) in all(quota) {
         // Under miri, 20 requests per limiter instead of 200 (miri is ~1000× slower).
@@ -275,13 +275,13 @@ fn extreme_clock_readings_stand_still_at_the_horizon() {
 fn lock_free_and_twin_agree_on_random_streams() {
     let quotas = [
         Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_secs(7))
+        Quota::try_new(3, Duration::from_secs(7))
             .unwrap()
             .with_burst(7)
             .unwrap(),
-        Quota::new(1, Duration::from_nanos(1)).unwrap(),
+        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
         Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::new(100, ms(10)).unwrap(),
+        Quota::try_new(100, ms(10)).unwrap(),
         Quota::per_hour(50_000).unwrap(),
     ];
     // Under miri, without the 50,000-per-hour quota: its log admissions write up to 50,000

@@ -88,7 +88,7 @@ fn the_group_admits_exactly_when_every_member_would() {
         Arc::new(Member::token_bucket(Quota::per_second(5).unwrap())),
         Arc::new(Member::fixed_window(Quota::per_minute(40).unwrap())),
         Arc::new(Member::token_bucket(
-            Quota::new(20, ms(2000)).unwrap().with_burst(8).unwrap(),
+            Quota::try_new(20, ms(2000)).unwrap().with_burst(8).unwrap(),
         )),
     ];
     let mut models = [
@@ -299,7 +299,7 @@ fn no_member_goes_over_its_quota_while_time_moves() {
             Limits::try_new(
                 clock.clone(),
                 [
-                    Arc::new(Member::fixed_window(Quota::new(15, ms(100)).unwrap())),
+                    Arc::new(Member::fixed_window(Quota::try_new(15, ms(100)).unwrap())),
                     global.clone(),
                 ],
             )
@@ -368,9 +368,9 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
     // that moves forwards (and now and then back), compared field by field.
     let cases = [
         (Quota::per_second(5).unwrap(), 8),
-        (Quota::new(20, ms(1_500)).unwrap(), 3),
+        (Quota::try_new(20, ms(1_500)).unwrap(), 3),
         (Quota::per_minute(7).unwrap(), 1),
-        (Quota::new(3, ms(90)).unwrap(), 16),
+        (Quota::try_new(3, ms(90)).unwrap(), 16),
     ];
     let steps = if cfg!(miri) { 120 } else { 6_000 };
     for (case, (quota, slots)) in cases.into_iter().enumerate() {
@@ -425,7 +425,7 @@ fn a_sliding_member_and_a_bucket_charge_both_or_neither() {
     // both would, charges both then, neither on a denial, and reports the tighter decision.
     let clock = ManualClock::new();
     let (w, b) = (
-        Quota::new(8, ms(2_000)).unwrap(),
+        Quota::try_new(8, ms(2_000)).unwrap(),
         Quota::per_second(4).unwrap().with_burst(3).unwrap(),
     );
     let sliding = Arc::new(Member::sliding_window(w));
@@ -519,7 +519,7 @@ fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
     // minus those (a rollback that gave back a unit counted elsewhere would).
     let clock = Recording::default();
     let sliding = Arc::new(
-        Member::try_sliding_window_with_slots(Quota::new(10, ms(100)).unwrap(), 4).unwrap(),
+        Member::try_sliding_window_with_slots(Quota::try_new(10, ms(100)).unwrap(), 4).unwrap(),
     );
     let groups: Vec<_> = (0..2)
         .map(|_| {
@@ -527,7 +527,7 @@ fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
                 clock.clone(),
                 [
                     sliding.clone(),
-                    Arc::new(Member::token_bucket(Quota::new(6, ms(100)).unwrap())),
+                    Arc::new(Member::token_bucket(Quota::try_new(6, ms(100)).unwrap())),
                 ],
             )
             .unwrap()

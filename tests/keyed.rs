@@ -365,7 +365,7 @@ fn a_hundred_thousand_keys_come_and_go() {
 // miri aborts on the refused 1 PiB allocation instead of returning the error.
 #[cfg_attr(miri, ignore)]
 fn a_quota_the_algorithm_cannot_hold_is_an_error_not_a_panic() {
-    let huge = Quota::new(1 << 47, Duration::from_secs(86_400)).unwrap();
+    let huge = Quota::try_new(1 << 47, Duration::from_secs(86_400)).unwrap();
     assert!(KeyedLimiter::<u64, _>::try_with_clock(
         Algorithm::SlidingLog,
         huge,

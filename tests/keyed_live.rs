@@ -20,7 +20,7 @@ use tollgate::{
 type Keyed<K = u64> = KeyedLimiter<K, ManualClock>;
 
 fn quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
-    Quota::new(limit, ms(period_ms))
+    Quota::try_new(limit, ms(period_ms))
         .and_then(|q| q.with_burst(burst))
         .unwrap()
 }
@@ -310,7 +310,7 @@ fn a_live_keyed_window_decides_as_one_live_window_per_key() {
     let mut changes = Vec::new();
     for limit in [1, 2, 3, 5, 8, 12] {
         changes.push(Quota::per_second(limit).unwrap());
-        changes.push(Quota::new(limit, ms(500)).unwrap());
+        changes.push(Quota::try_new(limit, ms(500)).unwrap());
     }
     changes.push(Quota::per_minute(5).unwrap());
     differential(
@@ -318,7 +318,7 @@ fn a_live_keyed_window_decides_as_one_live_window_per_key() {
         Quota::per_second(5).unwrap(),
         [
             Quota::per_second(12).unwrap(),
-            Quota::new(4, ms(500)).unwrap(),
+            Quota::try_new(4, ms(500)).unwrap(),
         ],
         &changes,
     );
@@ -470,7 +470,7 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
     // calls, go on alike.
     let clock = ManualClock::new();
     let five = Quota::per_second(5).unwrap();
-    let half = Quota::new(4, ms(500)).unwrap();
+    let half = Quota::try_new(4, ms(500)).unwrap();
     let map = live_on::<u64>(Algorithm::FixedWindow, five, &clock);
     let single = LiveFixedWindow::with_clock(five, clock.clone());
     assert_eq!(
@@ -511,7 +511,7 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
         seen(map.try_acquire_n(&1, 4)),
         seen(single.try_acquire_n(4))
     );
-    let too_fine = Quota::new(3, Duration::from_nanos(2)).unwrap();
+    let too_fine = Quota::try_new(3, Duration::from_nanos(2)).unwrap();
     assert!(matches!(
         map.set_quota(too_fine),
         Err(QuotaError::RateTooHigh { .. })

@@ -15,7 +15,7 @@ use tollgate::{
 };
 
 fn quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
-    Quota::new(limit, ms(period_ms))
+    Quota::try_new(limit, ms(period_ms))
         .and_then(|q| q.with_burst(burst))
         .unwrap()
 }
@@ -299,7 +299,7 @@ fn a_refused_change_is_a_typed_error_and_keeps_the_quota() {
 
     // A bucket ticking in whole ns cannot take more than one token per ns.
     let (b, _) = bucket(Quota::per_second(10).unwrap());
-    let too_fine = Quota::new(3, Duration::from_nanos(2)).unwrap();
+    let too_fine = Quota::try_new(3, Duration::from_nanos(2)).unwrap();
     assert!(matches!(
         b.set_quota(too_fine),
         Err(QuotaError::RateTooHigh { .. })
@@ -354,7 +354,7 @@ fn changes_racing_requests_never_hand_out_more_than_the_burst() {
 #[test]
 fn a_first_quota_finer_than_the_tick_runs_at_one_token_a_tick() {
     // 17 per ns: the live bucket ticks at most 16 times per ns, so it runs at 16 per ns.
-    let fine = Quota::new(17, Duration::from_nanos(1))
+    let fine = Quota::try_new(17, Duration::from_nanos(1))
         .unwrap()
         .with_burst(32)
         .unwrap();
@@ -372,14 +372,14 @@ fn a_first_quota_finer_than_the_tick_runs_at_one_token_a_tick() {
 #[test]
 fn a_bucket_refusal_says_what_does_not_fit_its_tick() {
     // 3 per 7 s ticks 3 times per ns: 7 per 2 ns is more than a token a tick.
-    let (b, _) = bucket(Quota::new(3, Duration::from_secs(7)).unwrap());
+    let (b, _) = bucket(Quota::try_new(3, Duration::from_secs(7)).unwrap());
     assert!(matches!(
-        b.set_quota(Quota::new(7, Duration::from_nanos(2)).unwrap()),
+        b.set_quota(Quota::try_new(7, Duration::from_nanos(2)).unwrap()),
         Err(QuotaError::RateTooHigh { .. })
     ));
     // One per 2^57 ns is 3 × 2^57 ticks a token: a burst of 11 would pass 2^62 ticks (a
     // fixed-quota bucket, ticking once per ns, takes up to 31).
-    let slow = Quota::new(1, Duration::from_nanos(1 << 57)).unwrap();
+    let slow = Quota::try_new(1, Duration::from_nanos(1 << 57)).unwrap();
     assert_eq!(
         b.set_quota(slow.with_burst(11).unwrap()),
         Err(QuotaError::BurstTooLarge { burst: 11, max: 10 })

@@ -23,7 +23,7 @@ impl Limiter for Boxed {
 
 #[test]
 fn a_metered_limiter_answers_as_the_bare_one_and_counts_each_outcome() {
-    let quota = Quota::new(5, ms(1000)).unwrap();
+    let quota = Quota::try_new(5, ms(1000)).unwrap();
     // Two copies of every limiter on two clocks moved in step: one bare, one metered.
     for ((bare, bare_clock), (wrapped, clock)) in all(quota).into_iter().zip(all(quota)) {
         let metered = Metered::new(Boxed(wrapped.limiter));

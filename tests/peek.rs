@@ -11,7 +11,7 @@ use tollgate::{Limiter, Limits, ManualClock, Member, Quota};
 
 #[test]
 fn peek_answers_as_the_acquire_that_follows_and_charges_nothing() {
-    let quota = Quota::new(6, ms(1000)).unwrap().with_burst(4).unwrap();
+    let quota = Quota::try_new(6, ms(1000)).unwrap().with_burst(4).unwrap();
     // Two copies of every limiter on two clocks moved in step: one is peeked before each
     // request, the other never; their answers to the requests must not differ.
     for ((peeked, clock), (plain, plain_clock)) in all(quota).into_iter().zip(all(quota)) {
@@ -96,7 +96,7 @@ fn the_default_peek_is_right_about_allowed_and_charges_nothing() {
 
 #[test]
 fn refunds_match_the_twins_and_never_pass_the_capacity() {
-    let quota = Quota::new(6, ms(1000)).unwrap().with_burst(4).unwrap();
+    let quota = Quota::try_new(6, ms(1000)).unwrap().with_burst(4).unwrap();
     for pair in common::ALGOS.map(|algo| {
         let clock = ManualClock::new();
         (common::pair(algo, quota, &clock), clock)

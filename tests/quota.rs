@@ -10,8 +10,14 @@ fn zero_limit_period_and_burst_are_refused() {
     assert_eq!(Quota::per_second(0), Err(QuotaError::ZeroLimit));
     assert_eq!(Quota::per_minute(0), Err(QuotaError::ZeroLimit));
     assert_eq!(Quota::per_hour(0), Err(QuotaError::ZeroLimit));
-    assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
-    assert_eq!(Quota::new(0, Duration::ZERO), Err(QuotaError::ZeroLimit));
+    assert_eq!(
+        Quota::try_new(1, Duration::ZERO),
+        Err(QuotaError::ZeroPeriod)
+    );
+    assert_eq!(
+        Quota::try_new(0, Duration::ZERO),
+        Err(QuotaError::ZeroLimit)
+    );
     assert_eq!(
         Quota::per_second(5).unwrap().with_burst(0),
         Err(QuotaError::ZeroBurst)
@@ -21,7 +27,7 @@ fn zero_limit_period_and_burst_are_refused() {
 #[test]
 fn huge_limits_and_bursts_are_refused() {
     assert_eq!(
-        Quota::new(u64::MAX, Duration::from_nanos(1)),
+        Quota::try_new(u64::MAX, Duration::from_nanos(1)),
         Err(QuotaError::LimitTooLarge {
             limit: u64::MAX,
             max: (1 << 48) - 1
@@ -45,26 +51,26 @@ fn huge_limits_and_bursts_are_refused() {
 #[test]
 fn huge_and_too_fine_periods_are_refused() {
     assert!(matches!(
-        Quota::new(1, Duration::MAX),
+        Quota::try_new(1, Duration::MAX),
         Err(QuotaError::PeriodTooLong { .. })
     ));
     assert!(matches!(
-        Quota::new(1, Duration::from_secs(400 * 365 * 86_400)),
+        Quota::try_new(1, Duration::from_secs(400 * 365 * 86_400)),
         Err(QuotaError::PeriodTooLong { .. })
     ));
     // Longest accepted: the horizon itself (2^58 ns, about 9.1 years).
-    assert!(Quota::new(1, Duration::from_nanos(1 << 58)).is_ok());
+    assert!(Quota::try_new(1, Duration::from_nanos(1 << 58)).is_ok());
     // 10^12 per ms is far too fine to count in a window word over the horizon.
     assert!(matches!(
-        Quota::new(1 << 40, Duration::from_millis(1)),
+        Quota::try_new(1 << 40, Duration::from_millis(1)),
         Err(QuotaError::RateTooHigh { .. })
     ));
     // 100 per ns: a window's count and its number no longer share a word.
     assert!(matches!(
-        Quota::new(100, Duration::from_nanos(1)),
+        Quota::try_new(100, Duration::from_nanos(1)),
         Err(QuotaError::RateTooHigh { .. })
     ));
-    assert!(Quota::new(10, Duration::from_nanos(1)).is_ok());
+    assert!(Quota::try_new(10, Duration::from_nanos(1)).is_ok());
     // About a billion per second is fine.
     assert!(Quota::per_second(1_000_000_000).is_ok());
 }
@@ -97,7 +103,7 @@ fn slots_outside_their_range_are_refused() {
 )]
 fn a_log_too_large_to_allocate_is_refused() {
     let year = Duration::from_secs(365 * 86_400);
-    let q = Quota::new((1 << 48) - 1, year).unwrap();
+    let q = Quota::try_new((1 << 48) - 1, year).unwrap();
     assert_eq!(
         SlidingLog::try_with_clock(q, ManualClock::new()).err(),
         Some(QuotaError::LogTooLarge {
@@ -139,7 +145,7 @@ fn every_error_has_a_clear_message() {
 
 #[test]
 fn accessors_return_what_was_given() {
-    let q = Quota::new(3, Duration::from_secs(7))
+    let q = Quota::try_new(3, Duration::from_secs(7))
         .unwrap()
         .with_burst(11)
         .unwrap();

@@ -129,7 +129,7 @@ fn an_idle_hour_refills_to_capacity_and_no_further() {
 /// at 8 s is denied (the oldest is 7 s old); the first leaves the window exactly at 11 s.
 #[test]
 fn the_oldest_entry_decides() {
-    let quota = Quota::new(5, Duration::from_secs(10)).unwrap();
+    let quota = Quota::try_new(5, Duration::from_secs(10)).unwrap();
     let clock = ManualClock::new();
     for s in pair(Algo::SlidingLog, quota, &clock) {
         for at in [1_000, 2_800, 4_000, 5_000, 6_000] {
@@ -164,7 +164,7 @@ fn the_oldest_entry_decides() {
 /// (at 3.0 s) passes.
 #[test]
 fn three_per_two_seconds() {
-    let quota = Quota::new(3, Duration::from_secs(2)).unwrap();
+    let quota = Quota::try_new(3, Duration::from_secs(2)).unwrap();
     for (s, clock) in all(quota) {
         let outcomes: Vec<bool> = (0..5)
             .map(|i| {

@@ -110,7 +110,7 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
     for case in 0..300 {
         let limit = 1 + rng.below(6);
         let period = Duration::from_millis(100 + rng.below(900));
-        let quota = Quota::new(limit, period).unwrap();
+        let quota = Quota::try_new(limit, period).unwrap();
         let columns = 1 + rng.below(6);
         let keys = 2 + rng.below(40);
         let back = case % 3 == 0;
@@ -166,7 +166,7 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
     for case in 0..200 {
         let limit = 1 + rng.below(8);
         let period = Duration::from_millis(50 + rng.below(2_000));
-        let quota = Quota::new(limit, period).unwrap();
+        let quota = Quota::try_new(limit, period).unwrap();
         let clock = ManualClock::new();
         let sketch = SketchLimiter::<u64, _>::with_clock(
             quota,
@@ -246,7 +246,7 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
         let limit = 1 + rng.below(8);
         let period = Duration::from_millis(100 + rng.below(900));
         let len = period.as_nanos() as u64;
-        let quota = Quota::new(limit, period).unwrap();
+        let quota = Quota::try_new(limit, period).unwrap();
         let clock = ManualClock::new();
         let wide = case % 2 == 0;
         let columns = if wide { 64 } else { 1 + rng.below(4) };

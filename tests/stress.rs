@@ -72,7 +72,7 @@ const LIMIT: u64 = 8;
 const SLOTS: u64 = 8;
 
 fn quota() -> Quota {
-    Quota::new(LIMIT, Duration::from_nanos(PERIOD)).expect("valid quota")
+    Quota::try_new(LIMIT, Duration::from_nanos(PERIOD)).expect("valid quota")
 }
 
 /// One operation a worker made: `cost` admitted (with its decision's `reset_after`) or

@@ -43,7 +43,7 @@ fn a_paced_client_waits_exactly_its_interval_each_time() {
 
 #[test]
 fn every_limiter_is_waited_for_exactly_its_retry_after() {
-    let quota = Quota::new(4, ms(1000)).unwrap();
+    let quota = Quota::try_new(4, ms(1000)).unwrap();
     for (s, clock) in all(quota) {
         clock.advance(ms(130));
         for _ in 0..4 {
@@ -213,7 +213,7 @@ impl tollgate::Timer for Never {
 
 #[test]
 fn dropping_the_future_at_any_point_charges_nothing() {
-    let quota = Quota::new(3, ms(1000)).unwrap();
+    let quota = Quota::try_new(3, ms(1000)).unwrap();
     for (s, clock) in all(quota) {
         for _ in 0..3 {
             let _ = s.limiter.try_acquire();

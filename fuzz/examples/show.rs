@@ -22,7 +22,7 @@ fn main() {
     let Some(quota) = spec.build() else {
         println!(
             "quota refused: {:?}",
-            tollgate::Quota::new(spec.limit.get(), Duration::from_nanos(spec.period_ns.get()))
+            tollgate::Quota::try_new(spec.limit.get(), Duration::from_nanos(spec.period_ns.get()))
         );
         return;
     };

@@ -179,7 +179,7 @@ impl QuotaSpec {
     /// The quota, if tollgate accepts these numbers.
     pub fn build(&self) -> Option<Quota> {
         let quota =
-            Quota::new(self.limit.get(), Duration::from_nanos(self.period_ns.get())).ok()?;
+            Quota::try_new(self.limit.get(), Duration::from_nanos(self.period_ns.get())).ok()?;
         match self.burst {
             Some(b) => quota.with_burst(b.get()).ok(),
             None => Some(quota),

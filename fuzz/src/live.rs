@@ -101,7 +101,7 @@ impl QuotaChoice {
             ),
             QuotaChoice::Any(spec) => return spec.build(),
         };
-        let quota = Quota::new(limit, Duration::from_nanos(period_ns)).ok()?;
+        let quota = Quota::try_new(limit, Duration::from_nanos(period_ns)).ok()?;
         match burst {
             Some(burst) => quota.with_burst(burst).ok(),
             None => Some(quota),

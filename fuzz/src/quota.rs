@@ -46,9 +46,9 @@ impl PeriodSpec {
 /// Which constructor.
 #[derive(Arbitrary, Clone, Copy, Debug)]
 pub enum Constructor {
-    /// `Quota::new(limit, period)`.
+    /// `Quota::try_new(limit, period)`.
     New(Num, PeriodSpec),
-    /// `Quota::new(limit, Duration::from_nanos(ns))`.
+    /// `Quota::try_new(limit, Duration::from_nanos(ns))`.
     NewNanos(Num, Num),
     /// `Quota::per_second(limit)`.
     PerSecond(Num),
@@ -77,25 +77,25 @@ fn construct(c: Constructor) -> Option<Result<Quota, QuotaError>> {
     let (limit, period, result) = match c {
         Constructor::New(limit, period) => {
             let d = period.duration()?;
-            (limit.get(), d, Quota::new(limit.get(), d))
+            (limit.get(), d, Quota::try_new(limit.get(), d))
         }
         Constructor::NewNanos(limit, ns) => {
             let d = Duration::from_nanos(ns.get());
-            (limit.get(), d, Quota::new(limit.get(), d))
+            (limit.get(), d, Quota::try_new(limit.get(), d))
         }
         Constructor::PerSecond(limit) => {
             let r = Quota::per_second(limit.get());
-            assert_eq!(r, Quota::new(limit.get(), Duration::from_secs(1)));
+            assert_eq!(r, Quota::try_new(limit.get(), Duration::from_secs(1)));
             (limit.get(), Duration::from_secs(1), r)
         }
         Constructor::PerMinute(limit) => {
             let r = Quota::per_minute(limit.get());
-            assert_eq!(r, Quota::new(limit.get(), Duration::from_secs(60)));
+            assert_eq!(r, Quota::try_new(limit.get(), Duration::from_secs(60)));
             (limit.get(), Duration::from_secs(60), r)
         }
         Constructor::PerHour(limit) => {
             let r = Quota::per_hour(limit.get());
-            assert_eq!(r, Quota::new(limit.get(), Duration::from_secs(3600)));
+            assert_eq!(r, Quota::try_new(limit.get(), Duration::from_secs(3600)));
             (limit.get(), Duration::from_secs(3600), r)
         }
     };

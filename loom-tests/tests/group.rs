@@ -280,7 +280,7 @@ const SLOT3: Duration = Duration::from_millis(3_500);
 
 /// A sliding window of `limit` per 2 s in 2 slots.
 fn sliding(limit: u64) -> Arc<Member> {
-    let quota = Quota::new(limit, Duration::from_secs(2)).expect("quota");
+    let quota = Quota::try_new(limit, Duration::from_secs(2)).expect("quota");
     Arc::new(Member::try_sliding_window_with_slots(quota, 2).expect("slots"))
 }
 

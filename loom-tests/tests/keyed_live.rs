@@ -39,7 +39,7 @@ struct Q {
 
 impl Q {
     fn quota(self) -> Quota {
-        Quota::new(self.limit, Duration::from_millis(self.period_ms))
+        Quota::try_new(self.limit, Duration::from_millis(self.period_ms))
             .and_then(|q| q.with_burst(self.burst))
             .expect("a model's quota is valid")
     }

@@ -78,7 +78,7 @@ fn a_writer_without_the_fence_is_caught() {
 }
 
 fn quota(limit: u64, period: Duration, burst: u64) -> Quota {
-    Quota::new(limit, period)
+    Quota::try_new(limit, period)
         .and_then(|q| q.with_burst(burst))
         .expect("a model's quota is valid")
 }

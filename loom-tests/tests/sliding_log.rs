@@ -25,7 +25,7 @@ const S11: Duration = Duration::from_secs(11);
 
 /// `limit` per 10 s.
 fn quota(limit: u64) -> Quota {
-    Quota::new(limit, S10).expect("valid quota")
+    Quota::try_new(limit, S10).expect("valid quota")
 }
 
 /// Limit 1, 2 threads × 1 unit at a frozen instant: serially explained (one passes).

@@ -36,7 +36,7 @@ const SLOT5: Duration = Duration::from_millis(5_500);
 const BACK: Duration = Duration::from_millis(200);
 
 fn quota(limit: u64) -> Quota {
-    Quota::new(limit, Duration::from_secs(2)).expect("valid quota")
+    Quota::try_new(limit, Duration::from_secs(2)).expect("valid quota")
 }
 
 /// Limit 3; slot 0 holds 2; three threads at 1.5 s (slot 1) race to move the head past slot 0

@@ -298,7 +298,7 @@ pub(crate) type SlidingLogCore = Core<Log>;
 /// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 ///
 /// let clock = ManualClock::new();
-/// let log = SlidingLog::try_with_clock(Quota::new(3, Duration::from_secs(2))?, clock.clone())?;
+/// let log = SlidingLog::try_with_clock(Quota::try_new(3, Duration::from_secs(2))?, clock.clone())?;
 /// for _ in 0..3 {
 ///     assert!(log.try_acquire().is_allowed());
 ///     clock.advance(Duration::from_millis(300));
@@ -340,7 +340,7 @@ impl<C: Clock> RateLimiter<Log, C> {
     /// ```
     /// use tollgate::{ManualClock, Quota, QuotaError, SlidingLog};
     /// let year = std::time::Duration::from_secs(365 * 86_400);
-    /// let huge = Quota::new(1 << 47, year)?; // 1 PiB of log
+    /// let huge = Quota::try_new(1 << 47, year)?; // 1 PiB of log
     /// assert!(matches!(
     ///     SlidingLog::try_with_clock(huge, ManualClock::new()),
     ///     Err(QuotaError::LogTooLarge { .. })

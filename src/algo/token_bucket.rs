@@ -514,7 +514,7 @@ mod tests {
     use core::time::Duration;
 
     fn params(limit: u64, period: Duration) -> GcraParams {
-        Quota::new(limit, period).unwrap().gcra().unwrap()
+        Quota::try_new(limit, period).unwrap().gcra().unwrap()
     }
 
     #[test]

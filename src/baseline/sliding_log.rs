@@ -54,7 +54,7 @@ impl<C: Clock> MutexSlidingLog<C> {
     /// ```
     /// use tollgate::{baseline::MutexSlidingLog, ManualClock, Quota};
     /// let year = std::time::Duration::from_secs(365 * 86_400);
-    /// let huge = Quota::new(1 << 47, year)?;
+    /// let huge = Quota::try_new(1 << 47, year)?;
     /// assert!(MutexSlidingLog::try_with_clock(huge, ManualClock::new()).is_err());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```

@@ -25,9 +25,9 @@ const CANONICAL_UNITS: &[(&str, u64)] = &[
 /// use tollgate::Quota;
 ///
 /// assert_eq!(Quota::per_second(100)?.to_string(), "100/s");
-/// assert_eq!(Quota::new(10, Duration::from_secs(300))?.to_string(), "10/5m");
+/// assert_eq!(Quota::try_new(10, Duration::from_secs(300))?.to_string(), "10/5m");
 /// assert_eq!(Quota::per_hour(5000)?.with_burst(200)?.to_string(), "5000/h burst 200");
-/// assert_eq!(Quota::new(7, Duration::from_millis(1500))?.to_string(), "7/1500ms");
+/// assert_eq!(Quota::try_new(7, Duration::from_millis(1500))?.to_string(), "7/1500ms");
 /// # Ok::<(), tollgate::QuotaError>(())
 /// ```
 impl fmt::Display for Quota {

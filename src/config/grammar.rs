@@ -166,7 +166,7 @@ fn parse(s: &str) -> Result<Quota, ParseQuotaError> {
         kind: ParseQuotaErrorKind::Invalid(part, err),
         position: at,
     };
-    let quota = Quota::new(limit, period).map_err(|err| match err {
+    let quota = Quota::try_new(limit, period).map_err(|err| match err {
         QuotaError::ZeroLimit | QuotaError::LimitTooLarge { .. } => {
             invalid(QuotaPart::Limit, limit_at, err)
         }

@@ -137,7 +137,7 @@ impl<'de> Visitor<'de> for QuotaVisitor {
         }
         let limit = limit.ok_or_else(|| de::Error::missing_field("limit"))?;
         let Period(period) = period.ok_or_else(|| de::Error::missing_field("period"))?;
-        let quota = Quota::new(limit, period).map_err(|err| match err {
+        let quota = Quota::try_new(limit, period).map_err(|err| match err {
             QuotaError::ZeroLimit | QuotaError::LimitTooLarge { .. } => {
                 de::Error::custom(format_args!("limit: {err}"))
             }

@@ -259,7 +259,7 @@ where
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
     /// let l = KeyedLimiter::<u64, _>::try_with_clock(Algorithm::SlidingLog, Quota::per_second(5)?, ManualClock::new())?;
     /// assert!(l.check_quota(&Quota::per_second(50)?).is_ok());
-    /// let huge = Quota::new(1 << 47, Duration::from_secs(86_400))?; // a 1 PiB log per key
+    /// let huge = Quota::try_new(1 << 47, Duration::from_secs(86_400))?; // a 1 PiB log per key
     /// assert!(l.check_quota(&huge).is_err());
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```

@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn three_per_seven_seconds_is_exact_in_ticks_of_a_third() {
-        let q = Quota::new(3, Duration::from_secs(7)).unwrap();
+        let q = Quota::try_new(3, Duration::from_secs(7)).unwrap();
         let p = plan(Algorithm::TokenBucket, &q, Unit::Micros).unwrap();
         assert_eq!(p.args, [7_000_000, 21_000_000, 3]);
         let p = plan(Algorithm::TokenBucket, &q, Unit::Nanos).unwrap();
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn sub_microsecond_periods_are_refused_on_server_time() {
-        let q = Quota::new(1, Duration::from_nanos(1_500)).unwrap();
+        let q = Quota::try_new(1, Duration::from_nanos(1_500)).unwrap();
         for a in Algorithm::ALL {
             assert!(matches!(
                 plan(a, &q, Unit::Micros),
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn bursts_past_two_to_the_52_ticks_are_refused() {
-        let q = Quota::new(1, Duration::from_secs(1)).unwrap();
+        let q = Quota::try_new(1, Duration::from_secs(1)).unwrap();
         // interval 10^6 µs: 2^52 / 10^6 - 1 tokens fit.
         let max = (MAX_SAFE / 1_000_000) - 1;
         assert!(plan(
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn rates_finer_than_a_tick_are_refused() {
-        let q = Quota::new(100, Duration::from_micros(1)).unwrap();
+        let q = Quota::try_new(100, Duration::from_micros(1)).unwrap();
         assert!(matches!(
             plan(Algorithm::TokenBucket, &q, Unit::Micros),
             Err(QuotaError::RateTooHigh { .. })

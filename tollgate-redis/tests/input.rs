@@ -141,7 +141,7 @@ async fn quotas_near_the_limit_of_exact_integers() {
         Err(Error::Quota(QuotaError::BurstTooLarge { max: m, .. })) if m == max
     ));
     // The windows count up to the core's largest limit, 2^48 - 1, in one call.
-    let huge = Quota::new((1 << 48) - 1, Duration::from_secs(86_400)).unwrap();
+    let huge = Quota::try_new((1 << 48) - 1, Duration::from_secs(86_400)).unwrap();
     for algorithm in [
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,
@@ -157,7 +157,7 @@ async fn quotas_near_the_limit_of_exact_integers() {
             .retry_after()
             .is_some());
     }
-    let fine = Quota::new(1, Duration::from_nanos(1_500)).unwrap();
+    let fine = Quota::try_new(1, Duration::from_nanos(1_500)).unwrap();
     for algorithm in Algorithm::ALL {
         let r = RedisLimiter::builder(server.url(), algorithm, fine)
             .build()
@@ -308,7 +308,7 @@ async fn denials_write_nothing_and_keys_expire_when_full_again() {
             .expect("rdb_changes_since_last_save")
     };
     // A day: no window edge passes while the test runs on real time.
-    let quota = Quota::new(3, Duration::from_secs(86_400)).unwrap();
+    let quota = Quota::try_new(3, Duration::from_secs(86_400)).unwrap();
     let day_ms = 86_400_000i64;
     for algorithm in Algorithm::ALL {
         let l = RedisLimiter::builder(server.url(), algorithm, quota)
@@ -362,7 +362,7 @@ async fn every_admission_leaves_the_key_alive_until_it_is_full_again() {
     let server = RedisServer::start();
     // A day: no window edge passes while the test runs; 1,000 per day: every unit admitted
     // moves the bucket's full time by 86.4 s.
-    let quota = Quota::new(1_000, Duration::from_secs(86_400)).unwrap();
+    let quota = Quota::try_new(1_000, Duration::from_secs(86_400)).unwrap();
     let day_ms = 86_400_000u128;
     for algorithm in Algorithm::ALL {
         let l = build(&server, algorithm, quota).await;
@@ -398,7 +398,7 @@ async fn every_admission_leaves_the_key_alive_until_it_is_full_again() {
 #[tokio::test]
 async fn a_bucket_stored_without_its_expiry_is_read_as_the_same_bucket() {
     let server = RedisServer::start();
-    let quota = Quota::new(1, Duration::from_secs(86_400))
+    let quota = Quota::try_new(1, Duration::from_secs(86_400))
         .and_then(|q| q.with_burst(10))
         .unwrap();
     let l = build(&server, Algorithm::TokenBucket, quota).await;

@@ -104,7 +104,7 @@ fn main() {
         });
     }
 
-    let quota = Quota::new(args.limit, args.period)
+    let quota = Quota::try_new(args.limit, args.period)
         .and_then(|q| match args.burst {
             Some(b) => q.with_burst(b),
             None => Ok(q),
@@ -133,7 +133,7 @@ fn main() {
         .headers(mode)
         .exempt_cors_preflight(args.cors_preflight);
     for (prefix, n, period) in &args.routes {
-        let quota = Quota::new(*n, *period)
+        let quota = Quota::try_new(*n, *period)
             .unwrap_or_else(|e| common::bad_flag(format!("--route {prefix}: {e}")));
         layer = layer
             .try_route(prefix, prefix, bounded(quota))

@@ -354,7 +354,7 @@ impl PolicyHeaders {
     /// use tollgate::Quota;
     /// let h = tollgate_tower::PolicyHeaders::try_new("say \"hi\"", &Quota::per_hour(7)?)?;
     /// assert_eq!(h.policy(), r#""say \"hi\"";q=7;w=3600"#);
-    /// let sub = tollgate_tower::PolicyHeaders::try_new("fast", &Quota::new(5, std::time::Duration::from_millis(500))?)?;
+    /// let sub = tollgate_tower::PolicyHeaders::try_new("fast", &Quota::try_new(5, std::time::Duration::from_millis(500))?)?;
     /// assert_eq!(sub.policy(), "\"fast\";q=5"); // no whole-second window to state
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

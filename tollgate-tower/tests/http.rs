@@ -27,7 +27,7 @@ fn local<K: std::hash::Hash + Eq>(
 async fn exact_headers_429_after_burst_and_retry_after_honoured() {
     let clock = ManualClock::new();
     // 2 per 3 s: one token every 1.5 s, so waits are not whole seconds.
-    let quota = Quota::new(2, Duration::from_secs(3)).unwrap();
+    let quota = Quota::try_new(2, Duration::from_secs(3)).unwrap();
     let addr = serve_at(
         V4,
         RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(quota, &clock)),

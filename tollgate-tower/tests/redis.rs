@@ -59,7 +59,7 @@ async fn exact_headers_and_429_after_the_burst_per_client() {
     let server = RedisServer::start();
     let clock = ManualClock::new();
     // 2 per 3 s: one token every 1.5 s, so waits are not whole seconds.
-    let quota = Quota::new(2, Duration::from_secs(3)).unwrap();
+    let quota = Quota::try_new(2, Duration::from_secs(3)).unwrap();
     let limiter = builder(&server, quota, &clock)
         .timeout(Duration::from_secs(2))
         .build()

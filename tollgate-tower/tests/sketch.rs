@@ -28,7 +28,7 @@ type Seeded = BuildHasherDefault<DefaultHasher>;
 /// Three per 2 s, fixed windows, in 4096 columns, where the two clients do not share their
 /// lanes: the sketch answers as the exact map would.
 fn sketch(clock: &ManualClock) -> SketchLimiter<IpAddr, ManualClock, Seeded> {
-    let quota = Quota::new(3, Duration::from_secs(2)).unwrap();
+    let quota = Quota::try_new(3, Duration::from_secs(2)).unwrap();
     SketchLimiter::with_clock(quota, SketchSize::columns(4096).unwrap(), clock.clone())
         .with_hasher(Seeded::default())
 }

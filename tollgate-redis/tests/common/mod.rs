@@ -529,12 +529,12 @@ pub async fn eight_clients_admitted(
 pub fn stream_quotas() -> Vec<Quota> {
     vec![
         Quota::per_second(5).unwrap(),
-        Quota::new(3, Duration::from_secs(7))
+        Quota::try_new(3, Duration::from_secs(7))
             .unwrap()
             .with_burst(7)
             .unwrap(),
-        Quota::new(100, Duration::from_millis(10)).unwrap(),
-        Quota::new(1, Duration::from_nanos(1)).unwrap(),
+        Quota::try_new(100, Duration::from_millis(10)).unwrap(),
+        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
         Quota::per_second(999).unwrap().with_burst(20).unwrap(),
         Quota::per_hour(50_000).unwrap(),
     ]
