@@ -215,7 +215,7 @@ pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 pub use metrics::{Metered, MetricsSnapshot, Observed};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 #[cfg(feature = "std")]
-pub use sketch::{SizeError, SketchLimiter, SketchSize, MAX_COLUMNS};
+pub use sketch::{HybridSketchLimiter, SizeError, SketchLimiter, SketchSize, MAX_COLUMNS};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;
 #[cfg(feature = "std")]
