@@ -148,6 +148,9 @@ pub mod __loom {
     pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
+    /// The hybrid sketch (one column, one exact entry), sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::sketch::hybrid_loom::{HybridModel, HybridPlant};
     /// One column of the fixed-memory keyed sketch, sound and planted.
     #[cfg(feature = "std")]
     pub use crate::sketch::loom_model::{SketchCellModel, SketchPlant};

@@ -93,6 +93,25 @@ const M_REFUND: &str = include_str!("../src/mutants/refund.rs");
 const PLANTED: &str = include_str!("../../src/algo/planted.rs");
 const LEASED_SHARED: &str = include_str!("../../src/leased/shared.rs");
 const LEASED_PLANTED: &str = include_str!("../../src/leased/planted.rs");
+const HYBRID: &str = include_str!("../../src/sketch/hybrid.rs");
+const HYBRID_PLANTED: &str = include_str!("../../src/sketch/hybrid/planted.rs");
+
+#[test]
+fn hybrid_no_fence_is_the_real_request_without_its_fence() {
+    assert_planted_only(
+        "hybrid::NoFence",
+        function(
+            HYBRID,
+            "/// Asks for `n` units for `key` at once",
+            "fn try_acquire_n<",
+        ),
+        function(
+            HYBRID_PLANTED,
+            "/// The real `try_acquire_n`",
+            "fn try_acquire_n<",
+        ),
+    );
+}
 
 #[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {

@@ -13,7 +13,7 @@
 //!   the entry alone (one compare-exchange), and the sketch is not touched: a heavy key stops
 //!   filling the lanes it shares with the tail.
 //! - Any other request goes to the sketch. A key whose estimate reaches the promotion
-//!   threshold (half the limit unless set) is **promoted** into its slot if the slot is empty
+//!   threshold (three quarters of the limit unless set) is **promoted** into its slot if the slot is empty
 //!   or expired: the slot is claimed **pending**, then the sketch's estimate of the key in
 //!   the window (at least its true count, since the key counted only in the sketch) is read
 //!   and the entry made active charged with it.
@@ -61,15 +61,13 @@
 //! request counted in both parts is one that raced a promotion: an overcount, never a
 //! fresh count; none is counted in neither.
 //!
-//! # Why no new loom model
+//! # Loom model
 //!
-//! The hybrid composes parts whose words are modelled: the sketch's column (`cell.rs`, its
-//! loom models) and a one-word compare-exchange counter per slot, the pattern of the keyed
-//! map's fixed window word. What it adds between them is the fence pair above, whose
-//! argument is the C++ fence rule; the threaded test `racing_threads_keep_every_key_within_its_limit`
-//! runs promotions and tail requests on one column and slot under real threads. A loom
-//! model of the pair with a planted defect (the fence dropped) is listed as left in
-//! docs/verification.md.
+//! The column's word is the sketch's (`cell.rs`, its models) and a slot is a one-word
+//! compare-exchange counter, the pattern of the keyed map's fixed window word; what the hybrid
+//! adds is the promotion race and its fence pair, modelled in `loom-tests/tests/sketch_hybrid.rs`
+//! (a promotion racing a sketch admission of the same key), with the fence dropped as a planted
+//! defect in a checked copy of `try_acquire_n` (`hybrid/planted.rs`).
 //!
 //! # Orderings
 //!
@@ -88,6 +86,9 @@ use crate::sync::{fence, AtomicU128, Ordering};
 
 use super::cell::{Cell, KeyLanes};
 use super::{SketchLimiter, SketchSize};
+
+#[cfg(tollgate_loom)]
+mod planted;
 
 const USED: u64 = 1;
 const PENDING: u64 = 2;
@@ -228,7 +229,7 @@ impl<K: ?Sized, C, S> HybridSketchLimiter<K, C, S> {
                 count_bits: bits(limit).max(1),
             },
             slots: (0..exact_keys).map(|_| AtomicU128::new(0)).collect(),
-            promote_at: limit.div_ceil(2).max(1),
+            promote_at: (3 * limit).div_ceil(4).max(1),
             skew,
             sketch,
         }
@@ -257,8 +258,9 @@ impl<K: ?Sized, C, S> HybridSketchLimiter<K, C, S> {
     }
 
     /// The same limiter, promoting a key once the sketch's estimate of its count in a window
-    /// reaches `units` (clamped to `1..=limit`; half the limit by default). A low threshold
-    /// promotes more keys, a high one only those at their limit.
+    /// reaches `units` (clamped to `1..=limit`; three quarters of the limit by default). A low
+    /// threshold promotes well-behaved keys too (filling the entries), a high one lets a heavy
+    /// key fill its lanes that far in the window it is promoted in.
     ///
     /// ```
     /// use tollgate::{HybridSketchLimiter, ManualClock, Quota, SketchSize};
@@ -281,7 +283,7 @@ impl<K: ?Sized, C, S> HybridSketchLimiter<K, C, S> {
     /// ```
     /// use tollgate::{HybridSketchLimiter, Quota, SketchSize};
     /// let l = HybridSketchLimiter::<u8>::new(Quota::per_second(10)?, SketchSize::columns(4)?, 2);
-    /// assert_eq!(l.promotion_threshold(), 5);
+    /// assert_eq!(l.promotion_threshold(), 8);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn promotion_threshold(&self) -> u64 {
@@ -413,9 +415,11 @@ where
     /// ```
     /// use tollgate::{HybridSketchLimiter, ManualClock, Quota, SketchSize};
     /// let l = HybridSketchLimiter::<u64, _>::with_clock(Quota::per_second(10)?, SketchSize::columns(1024)?, 16, ManualClock::new());
-    /// assert!(l.try_acquire_n(&9, 7).is_allowed()); // promoted, charged 7
+    /// assert!(l.try_acquire_n(&9, 7).is_allowed());
     /// assert!(!l.try_acquire_n(&9, 4).is_allowed());
-    /// assert!(l.try_acquire_n(&9, 3).is_allowed());
+    /// assert!(l.try_acquire_n(&9, 3).is_allowed()); // 10 of 10: promoted, charged 10
+    /// assert!(l.is_exact(&9));
+    /// assert!(!l.try_acquire(&9).is_allowed());
     /// assert!(l.try_acquire_n(&9, 11).exceeds_capacity());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -652,9 +656,9 @@ where
     /// ```
     /// use tollgate::{HybridSketchLimiter, ManualClock, Quota, SketchSize};
     /// let l = HybridSketchLimiter::<u64, _>::with_clock(Quota::per_second(4)?, SketchSize::columns(64)?, 8, ManualClock::new());
-    /// assert!(l.try_acquire(&5).is_allowed());
+    /// assert!(l.try_acquire_n(&5, 2).is_allowed());
     /// assert!(!l.is_exact(&5));
-    /// assert!(l.try_acquire(&5).is_allowed()); // 2 of 4: promoted
+    /// assert!(l.try_acquire(&5).is_allowed()); // 3 of 4: promoted
     /// assert!(l.is_exact(&5));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -676,6 +680,78 @@ impl<K: ?Sized, C, S> fmt::Debug for HybridSketchLimiter<K, C, S> {
             .field("exact_keys", &self.slots.len())
             .field("promote_at", &self.promote_at)
             .finish()
+    }
+}
+
+/// One column and one exact entry shared by every key, for the loom model: the real hybrid
+/// and its planted defect. Only under `--cfg tollgate_loom`, reached through `tollgate::__loom`.
+#[cfg(tollgate_loom)]
+pub mod loom_model {
+    use core::hash::{BuildHasherDefault, Hasher};
+
+    use super::planted::NoFence;
+    use super::HybridSketchLimiter;
+    use crate::clock::ManualClock;
+    use crate::quota::Quota;
+    use crate::sketch::SketchSize;
+
+    /// Hashes a `u64` key to itself: the model picks the keys' lanes.
+    #[derive(Debug, Default)]
+    pub struct Same(u64);
+
+    impl Hasher for Same {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = self.0 << 8 | u64::from(b);
+            }
+        }
+        fn write_u64(&mut self, v: u64) {
+            self.0 = v;
+        }
+    }
+
+    /// Which protocol a request runs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum HybridPlant {
+        /// The protocol of `hybrid.rs`.
+        Sound,
+        /// Defect: no fence between a sketch admission and its second read of the slot.
+        NoFence,
+    }
+
+    /// A hybrid of one column and one exact entry, `limit` per second, on a manual clock.
+    #[derive(Debug)]
+    pub struct HybridModel {
+        limiter: HybridSketchLimiter<u64, ManualClock, BuildHasherDefault<Same>>,
+    }
+
+    impl HybridModel {
+        /// A fresh hybrid promoting at `promote_at`.
+        pub fn new(limit: u64, promote_at: u64) -> Self {
+            let quota = Quota::per_second(limit).expect("a small limit");
+            let size = SketchSize::columns(1).expect("one column");
+            let limiter = HybridSketchLimiter::with_clock(quota, size, 1, ManualClock::new())
+                .with_hasher(BuildHasherDefault::<Same>::default())
+                .promote_at(promote_at);
+            HybridModel { limiter }
+        }
+
+        /// One unit for `key`: allowed?
+        pub fn acquire(&self, key: u64, plant: HybridPlant) -> bool {
+            match plant {
+                HybridPlant::Sound => self.limiter.try_acquire_n(&key, 1),
+                HybridPlant::NoFence => NoFence(&self.limiter).try_acquire_n(&key, 1),
+            }
+            .is_allowed()
+        }
+
+        /// Whether `key` holds the exact entry.
+        pub fn is_exact(&self, key: u64) -> bool {
+            self.limiter.is_exact(&key)
+        }
     }
 }
 

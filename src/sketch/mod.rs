@@ -31,6 +31,8 @@
 
 mod cell;
 mod hybrid;
+#[cfg(tollgate_loom)]
+pub(crate) use hybrid::loom_model as hybrid_loom;
 mod size;
 
 use core::borrow::Borrow;
