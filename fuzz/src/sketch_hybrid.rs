@@ -72,7 +72,7 @@ pub fn run(data: &[u8]) {
         return;
     };
     let quota = Quota::new(quota.limit(), quota.period()).expect("the limit and period passed");
-    let (limit, len) = (quota.limit(), quota.period().as_nanos() as u64);
+    let len = quota.period().as_nanos() as u64;
     let size = SketchSize::columns(1 + u64::from(spec.columns % 8)).expect("1..=8 columns");
     let clock = ManualClock::new();
     let hybrid = HybridSketchLimiter::<u8, _>::with_clock(
