@@ -359,7 +359,7 @@ fn heavy_keys(quota: Quota) {
         "|-----------------------------|---------:|-----------:|------------------------------:|-----------------------------:|"
     );
     // A plain sketch given the hybrid's memory: its columns plus one per exact entry (16 B each).
-    let wide = SketchSize::columns(size.column_count(&quota) as u64 + EXACT as u64)
+    let wide = SketchSize::columns(size.column_count(&quota) + EXACT as u64)
         .expect("a column count");
     let (mut s, mut w, mut h) = (Heavy::default(), Heavy::default(), Heavy::default());
     for seed in 0..SEEDS {
