@@ -359,8 +359,8 @@ fn heavy_keys(quota: Quota) {
         "|-----------------------------|---------:|-----------:|------------------------------:|-----------------------------:|"
     );
     // A plain sketch given the hybrid's memory: its columns plus one per exact entry (16 B each).
-    let wide = SketchSize::columns(size.column_count(&quota) + EXACT as u64)
-        .expect("a column count");
+    let wide =
+        SketchSize::columns(size.column_count(&quota) + EXACT as u64).expect("a column count");
     let (mut s, mut w, mut h) = (Heavy::default(), Heavy::default(), Heavy::default());
     for seed in 0..SEEDS {
         let clock = ManualClock::new();

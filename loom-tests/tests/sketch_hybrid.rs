@@ -1,15 +1,16 @@
 //! loom models of the hybrid sketch (`src/sketch/hybrid.rs`): a promotion of a key races a
 //! request of the same key admitted by the sketch, and the key is never admitted past its
-//! limit, whatever the interleaving: either the promotion's read of the sketch sees the
-//! racer's units, or the racer's second read of the slot sees the claim and charges them.
+//! limit, whatever the interleaving: either the promotion's claim (`Acquire`) comes after
+//! the racer's read-modify-write of the slot (`Release`), and its read of the sketch counts
+//! the racer's units, or the racer's read-modify-write sees the claim and charges them.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test sketch_hybrid
 //! ```
 //!
-//! The `planted_*` test runs the real hybrid with its fence pair broken on the racer's side
-//! (`src/sketch/hybrid/planted.rs`) and expects loom to find the interleaving that
-//! over-admits.
+//! The `planted_*` test runs the real hybrid with the racer's read-modify-write made a plain
+//! `Relaxed` load (`src/sketch/hybrid/planted.rs`) and expects loom to find the interleaving
+//! that over-admits.
 #![cfg(tollgate_loom)]
 
 use loom::sync::Arc;
@@ -50,10 +51,10 @@ fn hybrid_a_promotion_racing_a_sketch_admission() {
 }
 
 #[test]
-fn planted_no_fence_misses_a_racing_admission() {
+fn planted_relaxed_recheck_misses_a_racing_admission() {
     expect_caught(
-        "hybrid no fence after a sketch admission",
+        "hybrid relaxed re-read of the slot after a sketch admission",
         OVER,
-        a_promotion_racing_a_sketch_admission(HybridPlant::NoFence),
+        a_promotion_racing_a_sketch_admission(HybridPlant::RelaxedRecheck),
     );
 }

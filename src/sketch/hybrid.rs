@@ -13,17 +13,19 @@
 //!   the entry alone (one compare-exchange), and the sketch is not touched: a heavy key stops
 //!   filling the lanes it shares with the tail.
 //! - Any other request goes to the sketch. A key whose estimate reaches the promotion
-//!   threshold (three quarters of the limit unless set) is **promoted** into its slot if the slot is empty
-//!   or expired: the slot is claimed **pending**, then the sketch's estimate of the key in
-//!   the window (at least its true count, since the key counted only in the sketch) is read
-//!   and the entry made active charged with it.
+//!   threshold (three quarters of the limit unless set) is **promoted** into its slot if the
+//!   slot is empty or expired: the slot is claimed **pending**, then the sketch's estimate of
+//!   the key in the window (at least its true count, since the key counted only in the
+//!   sketch) is read and the entry made active charged with it.
 //! - An active entry found in an older window is **re-promoted** the same way in the new
 //!   window: the key's admissions there so far are in the sketch only.
 //! - An entry is replaced only once its window ended more than the clock's
 //!   [`Clock::max_skew_nanos`] ago: a key that falls back to the sketch has no admission in
 //!   the entry in any window a request can still read, and all its others are in the sketch
 //!   (which never forgot them). A live entry is never evicted: a heavy key whose slot is
-//!   taken stays in the sketch, judged as by the plain sketch.
+//!   taken stays in the sketch, judged as by the plain sketch. (A clock that steps back
+//!   further than that, into the window of an entry since replaced, is not covered: the
+//!   sketch would judge the key there without the entry's count.)
 //!
 //! # Slot layout (`u128`)
 //!
@@ -49,30 +51,35 @@
 //! per key than the exact [`KeyedLimiter`](crate::KeyedLimiter).
 //!
 //! The race at promotion: a request `B` that found no active entry is admitted by the sketch
-//! while a promoter `A` claims the slot and reads the estimate. `B` (sketch write; `SeqCst`
-//! fence; load of the slot) and `A` (claim of the slot; `SeqCst` fence; load of the sketch)
-//! are the store-buffering pattern: by the fence rule, either `A`'s read sees `B`'s write
-//! (the estimate counts `B`) or `B`'s second load of the slot sees the claim or a later
-//! value of it. Then `B`, before it answers, charges its units to a pending or active entry
+//! while a promoter `A` claims the slot and reads the estimate. After its admission, `B`
+//! reads the slot by a read-modify-write (`fetch_or(0)`, `Release`); `A` claims it by a
+//! compare-exchange (`Acquire`) and then reads the sketch. Every write to a slot is a
+//! read-modify-write, so the two are ordered in the slot's modification order: if `B`'s came
+//! first, `A`'s claim reads from its release sequence, so `B`'s sketch write happens before
+//! `A`'s read of the sketch, which counts it; if `A`'s came first, `B` reads the claim or a
+//! later value. Then `B`, before it answers, charges its units to a pending or active entry
 //! of its window with the same check (`count + n ≤ limit`, else it answers a denial: the
 //! sketch is then charged for units it did not admit, which only overcounts), answers a
 //! denial if the entry is already in a later window, and leaves an entry of an earlier
-//! window to its re-promotion (whose read of the sketch sees `B` by the same rule). A
-//! request counted in both parts is one that raced a promotion: an overcount, never a
-//! fresh count; none is counted in neither.
+//! window to its re-promotion (whose claim comes after `B`'s read-modify-write, so its read
+//! of the sketch counts `B`). A request counted in both parts is one that raced a
+//! promotion: an overcount, never a fresh count; none is counted in neither.
 //!
 //! # Loom model
 //!
 //! The column's word is the sketch's (`cell.rs`, its models) and a slot is a one-word
 //! compare-exchange counter, the pattern of the keyed map's fixed window word; what the hybrid
-//! adds is the promotion race and its fence pair, modelled in `loom-tests/tests/sketch_hybrid.rs`
-//! (a promotion racing a sketch admission of the same key), with the fence dropped as a planted
+//! adds is the promotion race and its release-acquire pair, modelled in
+//! `loom-tests/tests/sketch_hybrid.rs` (a promotion racing a sketch admission of the same
+//! key), with the admission's read-modify-write made a plain `Relaxed` load as a planted
 //! defect in a checked copy of `try_acquire_n` (`hybrid/planted.rs`).
 //!
 //! # Orderings
 //!
-//! Every slot operation is `Relaxed` (one word, publishing nothing else), but for the two
-//! `SeqCst` fences of the promotion race above.
+//! Every slot operation is `Relaxed` (one word, publishing nothing else), but for the
+//! promotion race above: a sketch admission's `Release` read-modify-write of the slot and a
+//! claim's `Acquire`. (A `SeqCst` fence pair would do as well; on x86 it cost about as much
+//! again as the whole request.)
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -82,7 +89,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::decision::Decision;
 use crate::keyed::KeyHasher;
 use crate::quota::{bits, Quota, HORIZON};
-use crate::sync::{fence, AtomicU128, Ordering};
+use crate::sync::{AtomicU128, Ordering};
 
 use super::cell::{Cell, KeyLanes};
 use super::{SketchLimiter, SketchSize};
@@ -451,10 +458,11 @@ where
                     count: 0,
                     window: w,
                 });
-                // Relaxed: the slot's word; the fence in `charge_estimate` orders the read
-                // of the sketch after it.
+                // Acquire: the read of the sketch in `charge_estimate` sees every sketch
+                // admission whose read-modify-write of the slot came before (see the
+                // module's promotion race).
                 if slot
-                    .compare_exchange(word, claim, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
                     self.charge_estimate(slot, h, w, t, cell, lanes);
@@ -465,10 +473,10 @@ where
         let pending = matches!(found, Found::Pending(_));
         let d = cell.acquire(&self.sketch.params, t, n, lanes);
         let d = if d.is_allowed() && n > 0 {
-            // SeqCst: the sketch's write above, then the slot's read below; pairs with the
-            // fence in `charge_estimate` (see the module's promotion race).
-            fence(Ordering::SeqCst);
-            self.recheck(slot, h, w, t, n, d)
+            // Release, and a read-modify-write: it reads the slot's latest word, and a claim
+            // after it (Acquire) sees the sketch's write above (see the module's promotion race).
+            let word = slot.fetch_or(0, Ordering::Release);
+            self.recheck(slot, word, h, w, t, n, d)
         } else {
             d
         };
@@ -507,9 +515,11 @@ where
     /// After the sketch admitted `n` for `h` in window `w`: the units also go to an entry of
     /// `w` the slot now holds, which must have room for them (else the answer is a denial),
     /// and an entry of a later window denies.
+    #[allow(clippy::too_many_arguments)]
     fn recheck(
         &self,
         slot: &AtomicU128,
+        mut word: u128,
         h: u64,
         w: u64,
         t: u64,
@@ -517,8 +527,6 @@ where
         admitted: Decision,
     ) -> Decision {
         loop {
-            // Relaxed: after the fence (see the module's promotion race).
-            let word = slot.load(Ordering::Relaxed);
             let e = match self.layout.unpack(word) {
                 Some(e) if e.tag == h && e.window >= w => e,
                 _ => return admitted,
@@ -532,16 +540,11 @@ where
                 ..e
             });
             // Relaxed: the slot's own word; a failure rereads.
-            if slot
-                .compare_exchange(word, new, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
+            match slot.compare_exchange(word, new, Ordering::Relaxed, Ordering::Relaxed) {
                 // The tighter of the two answers: the sketch's and the entry's.
-                return if d.remaining() < admitted.remaining() {
-                    d
-                } else {
-                    admitted
-                };
+                Ok(_) if d.remaining() < admitted.remaining() => return d,
+                Ok(_) => return admitted,
+                Err(actual) => word = actual,
             }
         }
     }
@@ -566,10 +569,9 @@ where
             count: 0,
             window: w,
         });
-        // Relaxed: the slot's word; the fence in `charge_estimate` orders the read of the
-        // sketch after it.
+        // Acquire: as the re-promotion's claim in `try_acquire_n`.
         if slot
-            .compare_exchange(word, claim, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
             self.charge_estimate(slot, h, w, t, cell, lanes);
@@ -588,9 +590,7 @@ where
         cell: &Cell,
         lanes: KeyLanes,
     ) {
-        // SeqCst: the claim above, then the sketch's read below; pairs with the fence after a
-        // sketch admission (see the module's promotion race).
-        fence(Ordering::SeqCst);
+        // Relaxed: after the claim's Acquire (see the module's promotion race).
         let left = cell.peek(&self.sketch.params, t, 0, lanes).remaining();
         let estimate = self.limit() - left.min(self.limit());
         // Relaxed: the slot's own word.
@@ -689,7 +689,7 @@ impl<K: ?Sized, C, S> fmt::Debug for HybridSketchLimiter<K, C, S> {
 pub mod loom_model {
     use core::hash::{BuildHasherDefault, Hasher};
 
-    use super::planted::NoFence;
+    use super::planted::RelaxedRecheck;
     use super::HybridSketchLimiter;
     use crate::clock::ManualClock;
     use crate::quota::Quota;
@@ -718,8 +718,9 @@ pub mod loom_model {
     pub enum HybridPlant {
         /// The protocol of `hybrid.rs`.
         Sound,
-        /// Defect: no fence between a sketch admission and its second read of the slot.
-        NoFence,
+        /// Defect: a sketch admission reads the slot again by a `Relaxed` load, not the
+        /// `Release` read-modify-write.
+        RelaxedRecheck,
     }
 
     /// A hybrid of one column and one exact entry, `limit` per second, on a manual clock.
@@ -743,7 +744,7 @@ pub mod loom_model {
         pub fn acquire(&self, key: u64, plant: HybridPlant) -> bool {
             match plant {
                 HybridPlant::Sound => self.limiter.try_acquire_n(&key, 1),
-                HybridPlant::NoFence => NoFence(&self.limiter).try_acquire_n(&key, 1),
+                HybridPlant::RelaxedRecheck => RelaxedRecheck(&self.limiter).try_acquire_n(&key, 1),
             }
             .is_allowed()
         }

@@ -1,10 +1,10 @@
 //! The hybrid's planted defect, for the loom model (`loom-tests/tests/sketch_hybrid.rs`);
 //! built only for it (`cfg(tollgate_loom)`).
 //!
-//! [`NoFence`] runs a copy of [`HybridSketchLimiter::try_acquire_n`] with the `SeqCst` fence
-//! after a sketch admission dropped (the line marked `// PLANTED`): a request admitted by the
-//! sketch may then miss a promotion's claim while the promotion misses its sketch write, and
-//! the key's new entry starts short of it. `loom-tests/tests/mutants_match.rs` fails if the
+//! [`RelaxedRecheck`] runs a copy of [`HybridSketchLimiter::try_acquire_n`] whose sketch admission
+//! reads the slot again by a `Relaxed` load instead of the `Release` read-modify-write (the
+//! line marked `// PLANTED`): it may then miss a promotion's claim while the promotion's read
+//! of the sketch misses its write, and the key's new entry starts short of it. `loom-tests/tests/mutants_match.rs` fails if the
 //! copy differs from the real code anywhere else. The product's types know nothing of it.
 
 use core::borrow::Borrow;
@@ -14,12 +14,12 @@ use core::ops::Deref;
 use super::{Entry, Found, HybridSketchLimiter};
 use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::sync::{AtomicU128, Ordering};
+use crate::sync::Ordering;
 
-/// A hybrid whose sketch admissions skip the fence before they read the slot again.
-pub(crate) struct NoFence<'a, K: ?Sized, C, S>(pub(crate) &'a HybridSketchLimiter<K, C, S>);
+/// A hybrid whose sketch admissions read the slot again with no ordering.
+pub(crate) struct RelaxedRecheck<'a, K: ?Sized, C, S>(pub(crate) &'a HybridSketchLimiter<K, C, S>);
 
-impl<K: ?Sized, C, S> Deref for NoFence<'_, K, C, S> {
+impl<K: ?Sized, C, S> Deref for RelaxedRecheck<'_, K, C, S> {
     type Target = HybridSketchLimiter<K, C, S>;
 
     fn deref(&self) -> &Self::Target {
@@ -27,7 +27,7 @@ impl<K: ?Sized, C, S> Deref for NoFence<'_, K, C, S> {
     }
 }
 
-impl<K, C, S> NoFence<'_, K, C, S>
+impl<K, C, S> RelaxedRecheck<'_, K, C, S>
 where
     K: ?Sized,
     C: Clock,
@@ -62,10 +62,11 @@ where
                     count: 0,
                     window: w,
                 });
-                // Relaxed: the slot's word; the fence in `charge_estimate` orders the read
-                // of the sketch after it.
+                // Acquire: the read of the sketch in `charge_estimate` sees every sketch
+                // admission whose read-modify-write of the slot came before (see the
+                // module's promotion race).
                 if slot
-                    .compare_exchange(word, claim, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
                     self.charge_estimate(slot, h, w, t, cell, lanes);
@@ -76,10 +77,10 @@ where
         let pending = matches!(found, Found::Pending(_));
         let d = cell.acquire(&self.sketch.params, t, n, lanes);
         let d = if d.is_allowed() && n > 0 {
-            // SeqCst: the sketch's write above, then the slot's read below; pairs with the
-            // fence in `charge_estimate` (see the module's promotion race).
-            // PLANTED: no fence between the sketch's write above and the slot's read below.
-            self.recheck(slot, h, w, t, n, d)
+            // Release, and a read-modify-write: it reads the slot's latest word, and a claim
+            // after it (Acquire) sees the sketch's write above (see the module's promotion race).
+            let word = slot.load(Ordering::Relaxed); // PLANTED: a plain load, not the read-modify-write
+            self.recheck(slot, word, h, w, t, n, d)
         } else {
             d
         };
