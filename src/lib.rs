@@ -44,6 +44,8 @@
 //! A flood of keys in fixed memory: [`SketchLimiter`] counts every key in a sketch of atomic
 //! counters sized at construction (no allocation, sweep or eviction), never admitting more
 //! for a key than the exact map would; its only error is a false denial.
+//! [`HybridSketchLimiter`] adds a fixed table of exact entries for the heaviest keys, so that
+//! they stop causing false denials of the keys sharing their lanes.
 //!
 //! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
 //! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
