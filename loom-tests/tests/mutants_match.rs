@@ -97,9 +97,9 @@ const HYBRID: &str = include_str!("../../src/sketch/hybrid.rs");
 const HYBRID_PLANTED: &str = include_str!("../../src/sketch/hybrid/planted.rs");
 
 #[test]
-fn hybrid_no_fence_is_the_real_request_without_its_fence() {
+fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
     assert_planted_only(
-        "hybrid::NoFence",
+        "hybrid::RelaxedRecheck",
         function(
             HYBRID,
             "/// Asks for `n` units for `key` at once",
