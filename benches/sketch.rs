@@ -7,7 +7,8 @@
 //!
 //! Timed in the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), as `keyed.rs` is:
 //! on a shared machine wall time charges other processes' slices to whichever limiter ran.
-//! The sketch has 2^18 columns (4 MiB) throughout. Groups (one scenario each; compare
+//! The sketch has 2^18 columns (4 MiB) throughout; `hybrid` is `HybridSketchLimiter` on the
+//! same sketch with 4,096 exact entries (64 KiB more). Groups (one scenario each; compare
 //! within one run, the machine is shared):
 //! - `sketch/one_key`: one key, every request admitted (a quota of 10^9 per second);
 //! - `sketch/million_keys`: 1,000,000 keys seen up front, requests on keys drawn at random
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use governor::{Quota as GovQuota, RateLimiter};
-use tollgate::{Algorithm, KeyedLimiter, Quota, SketchLimiter, SketchSize};
+use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, Quota, SketchLimiter, SketchSize};
 
 const RATE: u32 = 1_000_000_000;
 const MILLION: u64 = 1_000_000;
@@ -40,6 +41,11 @@ fn gov_quota() -> GovQuota {
 /// as a sketch for a flood is.
 fn sketch() -> SketchLimiter<u64> {
     SketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap())
+}
+
+/// The same sketch with 4,096 exact entries (`HybridSketchLimiter`).
+fn hybrid() -> HybridSketchLimiter<u64> {
+    HybridSketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap(), 4_096)
 }
 
 /// This thread's CPU time so far.
@@ -89,6 +95,14 @@ fn one_key(c: &mut Criterion) {
             })
         })
     });
+    let hy = hybrid();
+    g.bench_function("hybrid", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                black_box(hy.try_acquire(black_box(&42)).is_allowed());
+            })
+        })
+    });
     let k = KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap();
     g.bench_function("keyed", |b| {
         b.iter_custom(|n| {
@@ -131,6 +145,18 @@ fn million_keys(c: &mut Criterion) {
             on_cpu(n, |_| {
                 i = (i + 1) & mask;
                 black_box(s.try_acquire(&keys[i]).is_allowed());
+            })
+        })
+    });
+    let hy = hybrid();
+    for key in 0..MILLION {
+        let _ = hy.try_acquire(&key);
+    }
+    g.bench_function("hybrid", |b| {
+        b.iter_custom(|n| {
+            on_cpu(n, |_| {
+                i = (i + 1) & mask;
+                black_box(hy.try_acquire(&keys[i]).is_allowed());
             })
         })
     });
@@ -179,6 +205,10 @@ fn new_keys(c: &mut Criterion) {
     let s = sketch();
     g.bench_function("sketch", |b| {
         b.iter_custom(|iters| on_new_keys(iters, || &s, |s, k| s.try_acquire(&k).is_allowed()))
+    });
+    let hy = hybrid();
+    g.bench_function("hybrid", |b| {
+        b.iter_custom(|iters| on_new_keys(iters, || &hy, |h, k| h.try_acquire(&k).is_allowed()))
     });
     g.bench_function("keyed", |b| {
         b.iter_custom(|iters| {

@@ -1,9 +1,11 @@
-//! A flood of one-shot keys over well-behaved ones, against four keyed limiters in one run:
-//! `SketchLimiter` (fixed memory), `KeyedLimiter` unbounded and bounded
-//! (`KeyedBuilder::max_keys`, `WhenFull::Deny`), and governor's keyed limiter (a DashMap).
+//! A flood of one-shot keys over well-behaved ones, against five keyed limiters in one run:
+//! `SketchLimiter` and `HybridSketchLimiter` (fixed memory), `KeyedLimiter` unbounded and
+//! bounded (`KeyedBuilder::max_keys`, `WhenFull::Deny`), and governor's keyed limiter (a
+//! DashMap); then heavy keys over well-behaved ones, where the hybrid's exact entries pay.
 //!
 //! ```text
-//! cargo run --release --example sketch_flood
+//! cargo run --release --example sketch_flood          # both tables
+//! cargo run --release --example sketch_flood -- heavy # the heavy keys' table only
 //! ```
 //!
 //! Workload, per row: 1,000 well-behaved keys send 50 requests each (half their quota of 100
@@ -17,7 +19,18 @@
 //! allocator holds for the limiter after the run (a counting global allocator; the sketch's
 //! is all allocated at construction); ns per request is this thread's CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`) over the whole stream, so that time the shared machine gives
-//! to other processes is not charged to whichever limiter was running.
+//! to other processes is not charged to whichever limiter was running. The hybrid is the same
+//! sketch with `EXACT` exact entries (16 B each).
+//!
+//! Second table (heavy keys): per window, `HEAVY_KEYS` keys send `PER_HEAVY` requests each
+//! (twice their limit), `LIGHT_KEYS` keys `PER_LEGIT` each, in one shuffled order (seeded);
+//! `WINDOWS` windows, the clock one period on between them, summed over `SEEDS` hasher seeds
+//! (the same seeds for both). The sketch is sized for the light keys' load
+//! (`SketchSize::for_load(LIGHT_KEYS·PER_LEGIT, 50, 0.01)`): the heavy keys are abusers the
+//! sizing did not plan for. "False denials" counts
+//! the light keys' denied requests (an exact limiter denies none), in the first window (where
+//! a heavy key fills its lanes up to the promotion threshold before it is promoted) and in the
+//! later ones (heavy keys re-promoted at their first request, the sketch left to the light).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -26,7 +39,10 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
-use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize, WhenFull};
+use tollgate::{
+    Algorithm, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
+    WhenFull,
+};
 
 /// Counts live bytes on top of the system allocator.
 struct Counting;
@@ -90,6 +106,13 @@ const PER_LEGIT: u64 = 50;
 const LEGIT: u64 = LEGIT_KEYS * PER_LEGIT;
 const BOUND: usize = 100_000;
 const LARGEST: u64 = 10_000_000;
+const EXACT: usize = 4_096;
+const HEAVY_KEYS: u64 = 500;
+const PER_HEAVY: u64 = 2 * LIMIT;
+const LIGHT_KEYS: u64 = 10_000;
+const WINDOWS: u64 = 4;
+/// Hasher seeds the heavy table sums over (collisions differ by seed).
+const SEEDS: u64 = 8;
 
 /// This thread's CPU time so far.
 fn thread_cpu() -> Duration {
@@ -144,11 +167,16 @@ fn mib(bytes: isize) -> String {
 
 fn main() {
     let quota = Quota::per_second(LIMIT).expect("a valid quota");
+    if std::env::args().nth(1).as_deref() == Some("heavy") {
+        heavy_keys(quota);
+        return;
+    }
     let size = SketchSize::for_load(LARGEST + LEGIT, LIMIT - PER_LEGIT, 0.01)
         .expect("a size for the largest row");
     println!(
         "quota {LIMIT}/s; {LEGIT_KEYS} keys × {PER_LEGIT} requests in a flood of one-shot keys; \
-         sketch: {} columns of 16 B (SketchSize::for_load({}, {}, 0.01)); bounded map: max_keys {BOUND}, Deny",
+         sketch: {} columns of 16 B (SketchSize::for_load({}, {}, 0.01)); hybrid: the sketch and {EXACT} exact entries; \
+         bounded map: max_keys {BOUND}, Deny",
         size.column_count(&quota),
         LARGEST + LEGIT,
         LIMIT - PER_LEGIT
@@ -161,12 +189,27 @@ fn main() {
         "|-----------:|--------------------------|------------:|-----------:|----------------------|"
     );
     for flood in [10_000u64, 1_000_000, LARGEST] {
-        let rows: [(&str, Run); 4] = [
+        let rows: [(&str, Run); 5] = [
             (
                 "SketchLimiter",
                 run(
                     flood,
                     || SketchLimiter::<u64, _>::with_clock(quota, size, ManualClock::new()),
+                    |l, k| l.try_acquire(&k).is_allowed(),
+                ),
+            ),
+            (
+                "HybridSketchLimiter",
+                run(
+                    flood,
+                    || {
+                        HybridSketchLimiter::<u64, _>::with_clock(
+                            quota,
+                            size,
+                            EXACT,
+                            ManualClock::new(),
+                        )
+                    },
                     |l, k| l.try_acquire(&k).is_allowed(),
                 ),
             ),
@@ -222,4 +265,165 @@ fn main() {
             );
         }
     }
+    heavy_keys(quota);
+}
+
+/// The light keys' denials in the first window and in the later ones, and ns per request
+/// (summed over seeds: `ns` is the mean).
+#[derive(Default)]
+struct Heavy {
+    bytes: usize,
+    ns: f64,
+    first: u64,
+    later: u64,
+    runs: u64,
+}
+
+impl Heavy {
+    fn add(&mut self, r: Heavy) {
+        self.ns = (self.ns * self.runs as f64 + r.ns) / (self.runs + 1) as f64;
+        self.runs += 1;
+        self.bytes = r.bytes;
+        self.first += r.first;
+        self.later += r.later;
+    }
+}
+
+/// One window's requests: every light key `PER_LEGIT` times, every heavy key `PER_HEAVY`
+/// times (keys from `1 << 40`), shuffled by a seeded xorshift.
+fn window_order(seed: u64) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..LIGHT_KEYS)
+        .flat_map(|k| std::iter::repeat_n(k, PER_LEGIT as usize))
+        .chain((0..HEAVY_KEYS).flat_map(|k| std::iter::repeat_n((1 << 40) + k, PER_HEAVY as usize)))
+        .collect();
+    let mut x = seed | 1;
+    for i in (1..keys.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        keys.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    keys
+}
+
+fn heavy_run<L>(
+    orders: &[Vec<u64>],
+    clock: &ManualClock,
+    l: &L,
+    bytes: usize,
+    check: impl Fn(&L, u64) -> bool,
+) -> Heavy {
+    let (mut first, mut later, mut n) = (0u64, 0u64, 0u64);
+    let start = thread_cpu();
+    for (w, order) in orders.iter().enumerate() {
+        for &k in order {
+            let ok = check(l, k);
+            n += 1;
+            if k < LIGHT_KEYS && !ok {
+                if w == 0 {
+                    first += 1;
+                } else {
+                    later += 1;
+                }
+            }
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    Heavy {
+        bytes,
+        ns: (thread_cpu() - start).as_nanos() as f64 / n as f64,
+        first,
+        later,
+        runs: 1,
+    }
+}
+
+fn heavy_keys(quota: Quota) {
+    let light = LIGHT_KEYS * PER_LEGIT;
+    let size = SketchSize::for_load(light, LIMIT - PER_LEGIT, 0.01)
+        .expect("a size for the heavy workload");
+    let orders: Vec<Vec<u64>> = (0..WINDOWS).map(|w| window_order(0x9e37 + w)).collect();
+    println!();
+    println!(
+        "heavy keys: {HEAVY_KEYS} keys × {PER_HEAVY} requests and {LIGHT_KEYS} keys × {PER_LEGIT} per window, \
+         {WINDOWS} windows, {SEEDS} hasher seeds; sketch (sized for the light keys): {} columns (SketchSize::for_load({}, {}, 0.01)); hybrid: + {EXACT} exact entries",
+        size.column_count(&quota),
+        light,
+        LIMIT - PER_LEGIT
+    );
+    println!();
+    println!(
+        "| limiter                     | memory   | ns/request | light false denials, window 1 | later windows                |"
+    );
+    println!(
+        "|-----------------------------|---------:|-----------:|------------------------------:|-----------------------------:|"
+    );
+    // A plain sketch given the hybrid's memory: its columns plus one per exact entry (16 B each).
+    let wide =
+        SketchSize::columns(size.column_count(&quota) + EXACT as u64).expect("a column count");
+    let (mut s, mut w, mut h) = (Heavy::default(), Heavy::default(), Heavy::default());
+    for seed in 0..SEEDS {
+        let clock = ManualClock::new();
+        let sketch = SketchLimiter::<u64, _>::with_clock(quota, size, clock.clone())
+            .with_hasher(foldhash::fast::FixedState::with_seed(seed));
+        s.add(heavy_run(
+            &orders,
+            &clock,
+            &sketch,
+            sketch.bytes(),
+            |l, k| l.try_acquire(&k).is_allowed(),
+        ));
+        let clock = ManualClock::new();
+        let sketch = SketchLimiter::<u64, _>::with_clock(quota, wide, clock.clone())
+            .with_hasher(foldhash::fast::FixedState::with_seed(seed));
+        w.add(heavy_run(
+            &orders,
+            &clock,
+            &sketch,
+            sketch.bytes(),
+            |l, k| l.try_acquire(&k).is_allowed(),
+        ));
+        let clock = ManualClock::new();
+        let hybrid = HybridSketchLimiter::<u64, _>::with_clock(quota, size, EXACT, clock.clone())
+            .with_hasher(foldhash::fast::FixedState::with_seed(seed));
+        h.add(heavy_run(
+            &orders,
+            &clock,
+            &hybrid,
+            hybrid.bytes(),
+            |l, k| l.try_acquire(&k).is_allowed(),
+        ));
+    }
+    let light = light * SEEDS;
+    for (name, r) in [
+        ("SketchLimiter", &s),
+        ("SketchLimiter (same memory)", &w),
+        ("HybridSketchLimiter", &h),
+    ] {
+        println!(
+            "| {name:<27} | {:>8} | {:>10.1} | {:>6} of {light} ({:.3} %) | {:>6} of {} ({:.3} %) |",
+            format!("{} KiB", r.bytes / 1024),
+            r.ns,
+            r.first,
+            100.0 * r.first as f64 / light as f64,
+            r.later,
+            light * (WINDOWS - 1),
+            100.0 * r.later as f64 / (light * (WINDOWS - 1)) as f64
+        );
+    }
+    let ratio = |a: u64, b: u64| {
+        if b == 0 {
+            f64::INFINITY
+        } else {
+            a as f64 / b as f64
+        }
+    };
+    println!();
+    println!(
+        "light false denials, sketch of the same memory / hybrid: window 1 {:.1}×, later windows {:.1}×; \
+         ns/request, hybrid / sketch of the same memory: {:.2}×",
+        ratio(w.first, h.first),
+        ratio(w.later, h.later),
+        h.ns / w.ns
+    );
 }

@@ -43,8 +43,10 @@
 //!
 //! A flood of keys in fixed memory: [`SketchLimiter`] counts every key in a sketch of atomic
 //! counters sized at construction (no allocation, sweep or eviction), never admitting more
-//! for a key than the exact map would; its only error is a false denial. Both answer through
-//! the [`KeyedLimit`] trait, the keyed [`Limiter`].
+//! for a key than the exact map would; its only error is a false denial.
+//! [`HybridSketchLimiter`] adds a fixed table of exact entries for the heaviest keys, so that
+//! they stop causing false denials of the keys sharing their lanes. All answer through the
+//! [`KeyedLimit`] trait, the keyed [`Limiter`].
 //!
 //! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
 //! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
@@ -150,6 +152,9 @@ pub mod __loom {
     pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
+    /// The hybrid sketch (one column, one exact entry), sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::sketch::hybrid_loom::{HybridModel, HybridPlant};
     /// One column of the fixed-memory keyed sketch, sound and planted.
     #[cfg(feature = "std")]
     pub use crate::sketch::loom_model::{SketchCellModel, SketchPlant};
@@ -219,7 +224,7 @@ pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 pub use metrics::{Metered, MetricsSnapshot, Observed};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};
 #[cfg(feature = "std")]
-pub use sketch::{SizeError, SketchLimiter, SketchSize, MAX_COLUMNS};
+pub use sketch::{HybridSketchLimiter, SizeError, SketchLimiter, SketchSize, MAX_COLUMNS};
 #[cfg(feature = "tokio")]
 pub use wait::TokioTimer;
 #[cfg(feature = "std")]

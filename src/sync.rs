@@ -87,6 +87,26 @@ mod loom_u128 {
                 .map_err(value)
         }
 
+        /// `fetch_or` as a compare-exchange loop on the numbers: the successful exchange is
+        /// the read-modify-write, with the caller's ordering.
+        #[cfg_attr(not(feature = "std"), allow(dead_code))]
+        pub(crate) fn fetch_or(&self, v: u128, order: Ordering) -> u128 {
+            // Relaxed: the first guess only; the exchange below reads the word again.
+            let mut current = self.0.load(Ordering::Relaxed);
+            loop {
+                let old = value(current);
+                match self.0.compare_exchange_weak(
+                    current,
+                    number(old | v),
+                    order,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return old,
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+
         pub(crate) fn compare_exchange_weak(
             &self,
             current: u128,

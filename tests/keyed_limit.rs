@@ -8,8 +8,8 @@ use std::hash::BuildHasherDefault;
 use std::time::Duration;
 
 use tollgate::{
-    Algorithm, Decision, KeyedLimit, KeyedLimiter, ManualClock, Metered, Quota, SketchLimiter,
-    SketchSize,
+    Algorithm, Decision, HybridSketchLimiter, KeyedLimit, KeyedLimiter, ManualClock, Metered,
+    Quota, SketchLimiter, SketchSize,
 };
 
 /// One request of the stream.
@@ -167,6 +167,34 @@ fn a_sketch_answers_through_the_trait_as_its_own_methods() {
         );
         assert_eq!(KeyedLimit::<str>::quota(&t), i.quota());
     }
+}
+
+#[test]
+fn a_hybrid_sketch_answers_through_the_trait_as_its_own_methods() {
+    let (c1, c2) = clocks();
+    // Two exact entries for five keys, promoted at 3 of 5: promotions and slot contention are
+    // part of what must agree.
+    let hybrid = |clock: &ManualClock| {
+        HybridSketchLimiter::<str, _>::with_clock(
+            quota(),
+            SketchSize::columns(2).unwrap(),
+            2,
+            clock.clone(),
+        )
+        .with_hasher(Fixed::default())
+        .promote_at(3)
+    };
+    let (t, i) = (hybrid(&c1), hybrid(&c2));
+    agree(
+        "hybrid sketch",
+        &t,
+        |k, ask| match ask {
+            Ask::One => i.try_acquire(k),
+            Ask::N(n) => i.try_acquire_n(k, n),
+        },
+        [&c1, &c2],
+    );
+    assert_eq!(KeyedLimit::<str>::quota(&t), i.quota());
 }
 
 #[test]

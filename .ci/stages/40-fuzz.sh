@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 
 CARGO_FUZZ_VERSION=0.13.1
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-TARGETS=(quota token_bucket fixed_window sliding_window sliding_log keyed leased live sketch)
+TARGETS=(quota token_bucket fixed_window sliding_window sliding_log keyed leased live sketch sketch_hybrid)
 
 step() { echo "--- fuzz: $* ($SECONDS s)"; }
 

@@ -13,6 +13,7 @@
 //! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded, optionally `live()` with `SetQuota`) = a `HashMap` of mutex twins (live: of the `live` target's models, carried over every change) on every decision, eviction count, `len()` and change (its own [`keyed::KeyedOp`]s) |
 //! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
 //! | `sketch`         | `SketchLimiter` (1–8 columns, both forms, clock back and forth): per key never more admitted units than the exact `KeyedLimiter`; every admission fits the key's own exact count of what the sketch admitted, and no decision is optimistic against it; `peek` = the request (its own [`sketch::SketchOp`]s) |
+//! | `sketch_hybrid`  | `HybridSketchLimiter` (1–8 columns, 0–7 exact entries, any promotion threshold, clock forward): the `sketch` target's checks on every decision, per key never more than the exact `KeyedLimiter` (the [`sketch::SketchOp`]s, steps back skipped) |
 //!
 //! Every target decodes its input with `arbitrary` into a quota and a list of operations
 //! ([`Op`]): `Advance`, `StepBack` (the clock going backwards), `Acquire(n)`, the two
@@ -32,6 +33,7 @@ pub mod live;
 pub mod model;
 pub mod quota;
 pub mod sketch;
+pub mod sketch_hybrid;
 
 pub use differential::{fixed_window, sliding_log, sliding_window, token_bucket};
 
@@ -324,12 +326,13 @@ pub fn run(target: &str, data: &[u8]) {
         "leased" => leased::run(data),
         "live" => live::run(data),
         "sketch" => sketch::run(data),
+        "sketch_hybrid" => sketch_hybrid::run(data),
         _ => panic!("unknown fuzz target {target}"),
     }
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 9] = [
+pub const TARGETS: [&str; 10] = [
     "quota",
     "token_bucket",
     "fixed_window",
@@ -339,4 +342,5 @@ pub const TARGETS: [&str; 9] = [
     "leased",
     "live",
     "sketch",
+    "sketch_hybrid",
 ];

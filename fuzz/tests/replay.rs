@@ -86,6 +86,11 @@ fn sketch_corpus() {
 }
 
 #[test]
+fn sketch_hybrid_corpus() {
+    replay("sketch_hybrid");
+}
+
+#[test]
 fn every_target_has_a_test_above() {
     assert_eq!(
         tollgate_fuzz::TARGETS,
@@ -98,7 +103,8 @@ fn every_target_has_a_test_above() {
             "keyed",
             "leased",
             "live",
-            "sketch"
+            "sketch",
+            "sketch_hybrid"
         ]
     );
 }

@@ -140,6 +140,25 @@ const MEMBER: &str = include_str!("../../src/group/member.rs");
 const GROUP_PLANTED: &str = include_str!("../../src/group/planted.rs");
 const CELL: &str = include_str!("../../src/sketch/cell.rs");
 const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
+const HYBRID: &str = include_str!("../../src/sketch/hybrid.rs");
+const HYBRID_PLANTED: &str = include_str!("../../src/sketch/hybrid/planted.rs");
+
+#[test]
+fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
+    assert_planted_only(
+        "hybrid::RelaxedRecheck",
+        function(
+            HYBRID,
+            "/// Asks for `n` units for `key` at once",
+            "fn try_acquire_n<",
+        ),
+        function(
+            HYBRID_PLANTED,
+            "/// The real `try_acquire_n`",
+            "fn try_acquire_n<",
+        ),
+    );
+}
 
 #[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {

@@ -7,15 +7,15 @@ use core::hash::{BuildHasher, Hash};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::quota::Quota;
-use crate::sketch::SketchLimiter;
+use crate::sketch::{HybridSketchLimiter, SketchLimiter};
 
 use super::map::KeyedLimiter;
 use super::pin::KeyedPin;
 
 /// A keyed rate limiter: one limit per key, asked by a key of type `Q`.
 ///
-/// [`KeyedLimiter`], its [`KeyedPin`], a [`Metered`](crate::Metered) keyed limiter and
-/// [`SketchLimiter`] implement it, so code can take `&dyn KeyedLimit<str>` or be generic over
+/// [`KeyedLimiter`], its [`KeyedPin`], a [`Metered`](crate::Metered) keyed limiter,
+/// [`SketchLimiter`] and [`HybridSketchLimiter`] implement it, so code can take `&dyn KeyedLimit<str>` or be generic over
 /// which keyed limiter it asks (tollgate-tower's layer takes any of them). Each type's own
 /// methods of the same names answer the same: the trait's methods call them.
 ///
@@ -168,5 +168,28 @@ where
     #[inline]
     fn quota(&self) -> Quota {
         SketchLimiter::quota(self)
+    }
+}
+
+impl<K, Q, C, S> KeyedLimit<Q> for HybridSketchLimiter<K, C, S>
+where
+    K: Borrow<Q> + ?Sized,
+    Q: Hash + ?Sized,
+    C: Clock,
+    S: BuildHasher,
+{
+    #[inline]
+    fn try_acquire(&self, key: &Q) -> Decision {
+        HybridSketchLimiter::try_acquire(self, key)
+    }
+
+    #[inline]
+    fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
+        HybridSketchLimiter::try_acquire_n(self, key, n)
+    }
+
+    #[inline]
+    fn quota(&self) -> Quota {
+        HybridSketchLimiter::quota(self)
     }
 }

@@ -30,6 +30,9 @@
 //! shared.
 
 mod cell;
+mod hybrid;
+#[cfg(tollgate_loom)]
+pub(crate) use hybrid::loom_model as hybrid_loom;
 mod size;
 
 use core::borrow::Borrow;
@@ -43,6 +46,7 @@ use crate::keyed::KeyHasher;
 use crate::quota::{Quota, QuotaError};
 
 use cell::{Cell, CellParams, KeyLanes};
+pub use hybrid::HybridSketchLimiter;
 pub use size::{SizeError, SketchSize, MAX_COLUMNS};
 
 /// The fixed window's packing for `quota` (always exists: a limit is at most 2^48 - 1).
@@ -304,7 +308,12 @@ where
     /// the lane pair.
     #[inline]
     fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (&Cell, KeyLanes) {
-        let h = self.hasher.hash_one(key);
+        self.at_hash(self.hasher.hash_one(key))
+    }
+
+    /// The column and lanes of a key of hash `h` (see [`SketchLimiter::locate`]).
+    #[inline]
+    fn at_hash(&self, h: u64) -> (&Cell, KeyLanes) {
         let column = ((h >> 32) * self.cells.len() as u64) >> 32;
         let pair = (u64::from(h as u32) * self.pairs.len() as u64) >> 32;
         (&self.cells[column as usize], self.pairs[pair as usize])

@@ -15,8 +15,8 @@ use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 
 use tollgate::{
-    Algorithm, Clock, Decision, KeyHasher, KeyedLimit, KeyedLimiter, MonotonicClock, Quota,
-    QuotaError, SketchLimiter, WhenFull,
+    Algorithm, Clock, Decision, HybridSketchLimiter, KeyHasher, KeyedLimit, KeyedLimiter,
+    MonotonicClock, Quota, QuotaError, SketchLimiter, WhenFull,
 };
 
 /// A source of rate-limit decisions per key: in process ([`LocalBackend`]) or remote (a
@@ -125,6 +125,18 @@ where
     }
 }
 
+impl<K, C, S> IntoBackend for HybridSketchLimiter<K, C, S>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Backend = KeyedBackend<K, HybridSketchLimiter<K, C, S>>;
+    fn into_backend(self) -> Self::Backend {
+        KeyedBackend::new(self)
+    }
+}
+
 /// A [`Backend`] over an in-process keyed limiter `L`, asked by keys `K`: decisions in
 /// nanoseconds, never an error. `L` is any [`KeyedLimit<K>`](KeyedLimit): a [`KeyedLimiter`]
 /// ([`LocalBackend`] names that case), a [`SketchLimiter`], a `Metered` one.
@@ -219,6 +231,23 @@ impl<K: Hash, C: Clock, S: BuildHasher> From<SketchLimiter<K, C, S>>
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     fn from(limiter: SketchLimiter<K, C, S>) -> Self {
+        KeyedBackend::new(limiter)
+    }
+}
+
+impl<K: Hash, C: Clock, S: BuildHasher> From<HybridSketchLimiter<K, C, S>>
+    for KeyedBackend<K, HybridSketchLimiter<K, C, S>>
+{
+    /// As [`KeyedBackend::new`].
+    ///
+    /// ```
+    /// use tollgate::{HybridSketchLimiter, Quota, SketchSize};
+    /// use tollgate_tower::KeyedBackend;
+    /// let hybrid = HybridSketchLimiter::<u8>::new(Quota::per_second(2)?, SketchSize::columns(64)?, 16);
+    /// let b: KeyedBackend<u8, _> = hybrid.into();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn from(limiter: HybridSketchLimiter<K, C, S>) -> Self {
         KeyedBackend::new(limiter)
     }
 }
@@ -385,5 +414,40 @@ where
 
     fn quota(&self) -> Quota {
         SketchLimiter::quota(self)
+    }
+}
+
+/// A shared [`HybridSketchLimiter`] as a backend, as a shared [`SketchLimiter`] is.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::{HybridSketchLimiter, Quota, SketchSize};
+/// use tollgate_tower::{PeerIp, RateLimitLayer};
+/// let per_ip = Arc::new(HybridSketchLimiter::<std::net::IpAddr>::new(
+///     Quota::per_second(10)?,
+///     SketchSize::columns(1 << 12)?,
+///     1 << 10,
+/// ));
+/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+/// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl<K, C, S> Backend for std::sync::Arc<HybridSketchLimiter<K, C, S>>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Key = K;
+    type Error = Infallible;
+    type Future = Ready<Result<Decision, Infallible>>;
+
+    #[inline]
+    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
+        ready(Ok(self.try_acquire_n(key, cost)))
+    }
+
+    fn quota(&self) -> Quota {
+        HybridSketchLimiter::quota(self)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use tollgate::{ManualClock, Quota, SketchLimiter, SketchSize};
+use tollgate::{HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_tower::{KeyedBackend, RateLimitLayer, TrustedProxy};
 
 #[path = "common/loopback.rs"]
@@ -131,4 +131,34 @@ async fn a_keyed_backend_takes_a_metered_sketch() {
         v
     };
     assert_eq!(statuses, [200, 200, 200, 429]);
+}
+
+/// The hybrid sketch behind the layer: a client promoted to an exact entry keeps the count
+/// the sketch had for it, so it is still denied at its quota; the other client is untouched.
+#[tokio::test]
+async fn a_hybrid_sketch_admits_its_quota_per_client_across_a_promotion() {
+    let clock = ManualClock::new();
+    let quota = Quota::try_new(3, Duration::from_secs(2)).unwrap();
+    let hybrid = HybridSketchLimiter::with_clock(
+        quota,
+        SketchSize::columns(4096).unwrap(),
+        64,
+        clock.clone(),
+    )
+    .with_hasher(Seeded::default())
+    .promote_at(2);
+    let layer = RateLimitLayer::new(forwarded(), Arc::new(hybrid));
+    let mut c = connect(serve_at(V4, layer, true).await.unwrap()).await;
+    for client in [ALICE, BOB] {
+        for left in [2, 1, 0] {
+            let ok = get(&mut c, Some(client)).await;
+            assert_eq!(ok.status, StatusCode::OK, "{client}");
+            let expected = format!("\"default\";r={left};t=2");
+            assert_eq!(ok.header("ratelimit"), Some(expected.as_str()), "{client}");
+        }
+        let denied = get(&mut c, Some(client)).await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{client}");
+    }
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(get(&mut c, Some(ALICE)).await.status, StatusCode::OK);
 }

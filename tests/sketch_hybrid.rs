@@ -1,0 +1,290 @@
+//! `HybridSketchLimiter` against exact per-key limiters on the same `ManualClock`: never more
+//! admissions for a key than the exact keyed map, decisions never optimistic, a promoted key
+//! keeps its count, an entry taken back gives no fresh limit, fewer false denials than the
+//! plain sketch when heavy keys share lanes with light ones.
+
+mod common;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use common::Rng;
+use tollgate::{
+    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, Limiter,
+    ManualClock, Quota, SketchLimiter, SketchSize,
+};
+
+/// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
+#[derive(Clone, Default)]
+struct Identity;
+
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0 << 8 | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+impl BuildHasher for Identity {
+    type Hasher = IdentityHasher;
+    fn build_hasher(&self) -> IdentityHasher {
+        IdentityHasher(0)
+    }
+}
+
+/// A random forward step of the clock: mostly small, sometimes a window or more.
+fn step(rng: &mut Rng, clock: &ManualClock, period: Duration) {
+    let p = period.as_nanos() as u64;
+    match rng.below(10) {
+        0..=5 => clock.advance(Duration::from_nanos(rng.below(p / 8 + 1))),
+        6 | 7 => clock.advance(Duration::from_nanos(rng.below(3 * p))),
+        _ => {}
+    }
+}
+
+fn cost(rng: &mut Rng, limit: u64) -> u64 {
+    match rng.below(20) {
+        0 => 0,
+        1 => limit + 1 + rng.below(3),
+        2..=5 => 1 + rng.below(limit),
+        _ => 1,
+    }
+}
+
+/// Checks one decision against the key's exact fixed window fed only what the hybrid
+/// admitted (`shadow`): an admission must fit the shadow, and no field is optimistic.
+fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
+    let before = shadow.peek(n);
+    let left = shadow.peek(0);
+    if d.is_allowed() {
+        let s = shadow.try_acquire_n(n);
+        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
+        assert!(
+            d.remaining() <= s.remaining(),
+            "{at}: remaining {d:?} > {s:?}"
+        );
+        assert!(
+            d.reset_after() >= s.reset_after(),
+            "{at}: reset {d:?} < {s:?}"
+        );
+    } else {
+        assert!(
+            d.remaining() <= left.remaining(),
+            "{at}: remaining {d:?} > {left:?}"
+        );
+        assert!(
+            d.reset_after() >= before.reset_after(),
+            "{at}: reset {d:?} < {before:?}"
+        );
+        if !before.is_allowed() {
+            let (r, s) = (d.retry_after(), before.retry_after());
+            assert!(
+                r.is_none() || s.is_some_and(|s| r.unwrap() >= s),
+                "{at}: retry {d:?} < {before:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn never_admits_more_than_the_exact_map() {
+    let mut rng = Rng(0x4b1d);
+    for case in 0..400 {
+        let limit = 1 + rng.below(8);
+        let period = Duration::from_millis(100 + rng.below(900));
+        let quota = Quota::try_new(limit, period).unwrap();
+        let columns = 1 + rng.below(6);
+        let exact_keys = rng.below(6) as usize;
+        let keys = 2 + rng.below(40);
+        let clock = ManualClock::new();
+        let hybrid = HybridSketchLimiter::<u64, _>::with_clock(
+            quota,
+            SketchSize::columns(columns).unwrap(),
+            exact_keys,
+            clock.clone(),
+        )
+        .promote_at(1 + rng.below(limit));
+        let exact =
+            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
+                .unwrap();
+        let shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
+            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
+            .collect();
+        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        for i in 0..500 {
+            step(&mut rng, &clock, period);
+            let key = rng.below(keys);
+            let n = cost(&mut rng, limit);
+            let p = hybrid.peek(&key, n);
+            let d = if n == 1 && rng.below(2) == 0 {
+                hybrid.try_acquire(&key)
+            } else {
+                hybrid.try_acquire_n(&key, n)
+            };
+            let e = exact.try_acquire_n(&key, n);
+            let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
+            let shadow = &shadows[&key];
+            check_against_shadow(&d, shadow, n, &at);
+            // One thread: what peek said is what the request got.
+            assert_eq!(
+                p.is_allowed(),
+                d.is_allowed(),
+                "{at}: peek {p:?} then {d:?}"
+            );
+            let tally = admitted.entry(key).or_default();
+            tally.0 += if d.is_allowed() { n } else { 0 };
+            tally.1 += if e.is_allowed() { n } else { 0 };
+            assert!(
+                tally.0 <= tally.1,
+                "{at}: hybrid {} > exact {}",
+                tally.0,
+                tally.1
+            );
+        }
+    }
+}
+
+#[test]
+fn a_promoted_key_keeps_what_the_sketch_counted() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap();
+    let l = HybridSketchLimiter::<u64, _>::with_clock(
+        quota,
+        SketchSize::columns(1).unwrap(),
+        4,
+        clock.clone(),
+    )
+    .with_hasher(Identity)
+    .promote_at(6);
+    // Another key in both lanes of key 1's column (one column, lane pair 0 for both: low
+    // hash bits 0) counts 2: key 1's estimate is its own count plus 2.
+    let (heavy, other) = (1u64 << 40, 2u64 << 40);
+    assert!(l.try_acquire_n(&other, 2).is_allowed());
+    assert!(l.try_acquire_n(&heavy, 3).is_allowed());
+    assert!(!l.is_exact(&heavy));
+    assert!(l.try_acquire_n(&heavy, 1).is_allowed()); // estimate 2 + 4 = 6: promoted
+    assert!(l.is_exact(&heavy));
+    // The entry starts at the estimate, 6: 4 more, not 10 - 4.
+    assert_eq!(l.peek(&heavy, 1).remaining(), 3);
+    assert!(l.try_acquire_n(&heavy, 4).is_allowed());
+    assert!(!l.try_acquire(&heavy).is_allowed());
+    // The next window: re-promoted from the sketch's estimate (the other key's 2 rolled off).
+    clock.advance(Duration::from_secs(1));
+    assert!(l.try_acquire_n(&heavy, 10).is_allowed());
+    assert!(l.is_exact(&heavy));
+    assert!(!l.try_acquire(&heavy).is_allowed());
+}
+
+#[test]
+fn an_entry_taken_back_gives_no_fresh_limit() {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(4).unwrap();
+    // One exact entry: every key has the same slot.
+    let l = HybridSketchLimiter::<u64, _>::with_clock(
+        quota,
+        SketchSize::columns(64).unwrap(),
+        1,
+        clock.clone(),
+    )
+    .promote_at(2);
+    let (a, b) = (7u64, 8u64);
+    assert_eq!((0..6).filter(|_| l.try_acquire(&a).is_allowed()).count(), 4);
+    assert!(l.is_exact(&a));
+    // `b` is as heavy in the same window: `a`'s live entry is not evicted, `b` stays in the
+    // sketch, and `a` stays at its limit.
+    assert_eq!((0..6).filter(|_| l.try_acquire(&b).is_allowed()).count(), 4);
+    assert!(!l.is_exact(&b));
+    assert!(!l.try_acquire(&a).is_allowed());
+    // The next window, `b` first: `a`'s entry is of a window that ended, `b` takes the slot.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!((0..6).filter(|_| l.try_acquire(&b).is_allowed()).count(), 4);
+    assert!(l.is_exact(&b) && !l.is_exact(&a));
+    // `a` back in the sketch: its own limit in this window, no more.
+    assert_eq!((0..6).filter(|_| l.try_acquire(&a).is_allowed()).count(), 4);
+    // Mid-window, `a` counted in the sketch: the slot is `b`'s and live, so `a` stays in the
+    // sketch with its count there, not a fresh limit.
+    clock.advance(Duration::from_millis(500));
+    assert!(!l.try_acquire(&a).is_allowed());
+    assert!(!l.try_acquire(&b).is_allowed());
+}
+
+#[test]
+fn heavy_keys_in_the_exact_entries_deny_light_keys_less_than_the_sketch() {
+    let quota = Quota::per_second(20).unwrap();
+    let size = SketchSize::columns(16).unwrap();
+    let (heavy, light) = (16u64, 200u64);
+    let run = |exact_keys: usize| {
+        let clock = ManualClock::new();
+        let l = HybridSketchLimiter::<u64, _>::with_clock(quota, size, exact_keys, clock.clone());
+        let mut denied = 0;
+        for _ in 0..5 {
+            for round in 0..20u64 {
+                for h in 0..heavy {
+                    let _ = l.try_acquire_n(&(1_000 + h), 2);
+                }
+                if round % 4 == 0 {
+                    for k in 0..light {
+                        denied += u64::from(!l.try_acquire(&k).is_allowed());
+                    }
+                }
+            }
+            clock.advance(Duration::from_secs(1));
+        }
+        denied
+    };
+    let (sketch, hybrid) = (run(0), run(256));
+    assert!(sketch > 0, "no collision to win against");
+    assert!(hybrid * 4 < sketch, "hybrid {hybrid} vs sketch {sketch}");
+    // Zero entries is the plain sketch.
+    let clock = ManualClock::new();
+    let plain = SketchLimiter::<u64, _>::with_clock(quota, size, clock);
+    assert!(plain.try_acquire(&1).is_allowed());
+}
+
+#[test]
+fn racing_threads_keep_every_key_within_its_limit() {
+    let limit = 40;
+    let quota = Quota::per_second(limit).unwrap();
+    for round in 0..20 {
+        let clock = ManualClock::new();
+        let l = HybridSketchLimiter::<u64, _>::with_clock(
+            quota,
+            SketchSize::columns(1).unwrap(),
+            1 + round % 3,
+            clock.clone(),
+        )
+        .promote_at(1 + round as u64);
+        let per_key: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    let l = &l;
+                    s.spawn(move || {
+                        let mut got = [0u64; 6];
+                        for i in 0..600u64 {
+                            let key = (i + t) % 6;
+                            let n = 1 + (i % 3);
+                            if l.try_acquire_n(&key, n).is_allowed() {
+                                got[key as usize] += n;
+                            }
+                        }
+                        got
+                    })
+                })
+                .collect();
+            let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
+        });
+        assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
+        assert!(per_key.iter().sum::<u64>() > 0);
+    }
+}
