@@ -32,6 +32,7 @@ pub mod live;
 pub mod model;
 pub mod quota;
 pub mod sketch;
+pub mod stream;
 
 pub use differential::{fixed_window, sliding_log, sliding_window, token_bucket};
 
