@@ -26,6 +26,25 @@ pub type Inner = tower::util::BoxCloneSyncService<Request<Incoming>, Response<Bo
 
 pub const V4: &str = "127.0.0.1:0";
 
+/// What the server runs: a service of a request (hyper's body) to a response (a full body).
+pub trait Served:
+    Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Served for S where
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Answers every request `200 hello`.
 pub fn hello() -> Inner {
     Inner::new(tower::service_fn(|_req: Request<Incoming>| async {
@@ -39,41 +58,20 @@ pub fn hello() -> Inner {
 pub async fn serve_at<L>(bind: &str, layer: L, peer: bool) -> Option<SocketAddr>
 where
     L: Layer<Inner>,
-    L::Service: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    <L::Service as Service<Request<Incoming>>>::Future: Send,
+    L::Service: Served,
 {
     serve_service(bind, layer.layer(hello()), peer).await
 }
 
 /// Serves `svc` on an IPv4 loopback port, each request carrying its connection's `PeerAddr`.
-pub async fn serve<S>(svc: S) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send,
-{
+pub async fn serve(svc: impl Served) -> SocketAddr {
     serve_service(V4, svc, true)
         .await
         .expect("a free loopback port")
 }
 
 /// Serves `svc` on `bind` as [`serve_at`] does.
-pub async fn serve_service<S>(bind: &str, svc: S, peer: bool) -> Option<SocketAddr>
-where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send,
-{
+pub async fn serve_service(bind: &str, svc: impl Served, peer: bool) -> Option<SocketAddr> {
     let listener = TcpListener::bind(bind).await.ok()?;
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
