@@ -99,4 +99,5 @@ pub fn ms(v: u64) -> Duration {
 }
 
 /// The tests' seeded generator (SplitMix64): reproducible streams.
+#[allow(unused_imports)] // not every test that includes this module draws from it
 pub use tollgate_test_support::SplitMix64 as Rng;

@@ -446,6 +446,7 @@ pub fn admitted(limiter: &dyn Limiter, n: u64) -> u64 {
 }
 
 /// SplitMix64: reproducible streams.
+#[allow(unused_imports)] // not every test that includes this module draws from it
 pub use tollgate_test_support::SplitMix64 as Rng;
 
 /// Long random streams (advances, steps back, jumps, costs of every size, 0 and u64::MAX)
