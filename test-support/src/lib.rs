@@ -1,9 +1,10 @@
-//! Deterministic generators for the workspace's tests and benchmarks: reproducible streams
-//! from a seed, no dependency. Dev-only (`publish = false`).
+//! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
+//! from a seed), and a recorder of `tracing` events. Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
-#![no_std]
+
+pub mod events;
 
 /// SplitMix64: one 64-bit state, a full-period stream.
 ///

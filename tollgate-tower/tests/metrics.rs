@@ -50,46 +50,6 @@ fn counters(snapshotter: &metrics_util::debugging::Snapshotter) -> BTreeMap<Stri
         .collect()
 }
 
-#[cfg(feature = "tracing")]
-mod events {
-    //! A `tracing` subscriber that keeps each event's target, level and fields as a line.
-    use std::fmt::Write;
-    use std::sync::{Arc, Mutex};
-
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Metadata, Subscriber};
-
-    #[derive(Clone, Default)]
-    pub struct Lines(pub Arc<Mutex<Vec<String>>>);
-
-    struct Fields(String);
-    impl Visit for Fields {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            let _ = write!(self.0, " {}={:?}", field.name(), value);
-        }
-    }
-
-    impl Subscriber for Lines {
-        fn enabled(&self, _: &Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-        fn event(&self, event: &Event<'_>) {
-            let m = event.metadata();
-            let mut fields = Fields(format!("{} {}", m.target(), m.level()));
-            event.record(&mut fields);
-            self.0.lock().unwrap().push(fields.0);
-        }
-        fn enter(&self, _: &Id) {}
-        fn exit(&self, _: &Id) {}
-    }
-}
-
 #[tokio::test]
 async fn every_counter_counts_what_the_layer_did() {
     let recorder = DebuggingRecorder::new();
@@ -99,7 +59,7 @@ async fn every_counter_counts_what_the_layer_did() {
         .expect("the only recorder of this process");
     #[cfg(feature = "tracing")]
     let lines = {
-        let lines = events::Lines::default();
+        let lines = tollgate_test_support::events::Recorder::default();
         tracing::subscriber::set_global_default(lines.clone()).unwrap();
         lines
     };
@@ -191,7 +151,7 @@ async fn every_counter_counts_what_the_layer_did() {
 
     #[cfg(feature = "tracing")]
     {
-        let lines = lines.0.lock().unwrap().clone();
+        let lines = lines.lines();
         let ours: Vec<&String> = lines
             .iter()
             .filter(|l| l.starts_with("tollgate_tower "))
