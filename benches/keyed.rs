@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota as GovQuota, RateLimiter};
 use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
+use tollgate_test_support::XorShift64Star;
 
 /// Never denies at the request rates of a benchmark: both limiters take their admission path.
 const RATE: u32 = 1_000_000_000;
@@ -47,15 +48,8 @@ fn gov_quota() -> GovQuota {
 
 /// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
 fn random_keys(len: usize) -> Vec<u64> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % MILLION
-        })
-        .collect()
+    let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15);
+    (0..len).map(|_| rng.below(MILLION)).collect()
 }
 
 /// This thread's CPU time so far.

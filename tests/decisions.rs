@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{admitted, all, ms, pair, Algo, Rng, ALGOS};
 use tollgate::{Clock, Limiter, ManualClock, Quota, TokenBucket};
+use tollgate_test_support::clock_and_cost;
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -295,20 +296,8 @@ fn lock_free_and_twin_agree_on_random_streams() {
             let period = quota.period().as_nanos() as u64;
             // Under miri, 100 steps per stream instead of 5,000 (miri is ~1000× slower).
             for step in 0..if cfg!(miri) { 100 } else { 5_000 } {
-                match rng.below(10) {
-                    0..=4 => clock.advance(Duration::from_nanos(rng.below(period / 2 + 2))),
-                    5 => clock.set(Duration::from_nanos(
-                        clock.now_nanos().saturating_sub(rng.below(period * 2)),
-                    )),
-                    6 => clock.advance(Duration::from_nanos(rng.below(period * 20))),
-                    _ => {}
-                }
-                let n = match rng.below(8) {
-                    0 => 0,
-                    1 => rng.below(quota.limit() * 2 + 2),
-                    2 => u64::MAX - rng.below(3),
-                    _ => 1,
-                };
+                let (now, n) = clock_and_cost(&mut rng, period, quota.limit(), clock.now_nanos());
+                clock.set(Duration::from_nanos(now));
                 let (da, db) = (a.limiter.try_acquire_n(n), b.limiter.try_acquire_n(n));
                 assert_eq!(
                     da, db,

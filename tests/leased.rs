@@ -16,19 +16,7 @@ mod harness;
 use harness::{Cmd, Envelope, Worker};
 
 /// A small deterministic generator (xorshift64*), so every run replays from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use tollgate_test_support::XorShift64Star as Rng;
 
 /// The bucket's own level, exactly: a cost of 0 is decided by the bucket alone.
 fn level(limiter: &Leased<ManualClock>) -> u64 {

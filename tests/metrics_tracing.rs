@@ -2,47 +2,9 @@
 //! register the event's callsite while no subscriber is set and cache it as uninteresting.
 #![cfg(feature = "tracing")]
 
-use std::sync::{Arc, Mutex};
 use tollgate::{Limiter, ManualClock, Metered, Quota, TokenBucket};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
-
-/// One recorded event: target, level, and each field's name and value as text.
-type Recorded = (String, Level, Vec<(String, String)>);
-
-/// Records every event.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<Recorded>>>);
-
-struct Fields(Vec<(String, String)>);
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push((field.name().to_owned(), format!("{value:?}")));
-    }
-}
-
-impl Subscriber for Recorder {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = Fields(Vec::new());
-        event.record(&mut fields);
-        let meta = event.metadata();
-        self.0
-            .lock()
-            .unwrap()
-            .push((meta.target().to_owned(), *meta.level(), fields.0));
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
+use tollgate_test_support::events::Recorder;
+use tracing::Level;
 
 #[test]
 fn every_denial_is_one_event_and_admissions_are_none() {

@@ -19,18 +19,7 @@ command -v curl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninterac
 cargo build -q -p tollgate-tower --features metrics --example proxy --example upstream
 BIN=target/debug/examples
 UP_PORT=${UP_PORT:-19410}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-wait_port() { # port pid
-  for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    kill -0 "$2" 2>/dev/null || { echo "server (pid $2) exited before listening" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "nothing listening on port $1" >&2; return 1
-}
+source tollgate-tower/scripts/servers.sh
 
 "$BIN/upstream" --listen "127.0.0.1:$UP_PORT" --workers 1 2>/dev/null &
 pids+=("$!"); wait_port "$UP_PORT" "$!"

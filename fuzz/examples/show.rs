@@ -6,7 +6,8 @@ use std::time::Duration;
 use tollgate_fuzz::model::{
     FixedWindowModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel,
 };
-use tollgate_fuzz::{decode, Op, Outcome};
+use tollgate_fuzz::stream::{self, Ask, Steps};
+use tollgate_fuzz::{decode, Outcome};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -27,7 +28,7 @@ fn main() {
         return;
     };
     println!("{quota:?}, slots {}", spec.slots());
-    let mut model: Box<dyn FnMut(u64, u64) -> Outcome> = match target.as_str() {
+    let model: Box<dyn FnMut(u64, u64) -> Outcome> = match target.as_str() {
         "token_bucket" => {
             let mut m = TokenBucketModel::new(&quota);
             Box::new(move |t, n| m.acquire(t, n))
@@ -47,76 +48,38 @@ fn main() {
         _ => panic!("no model for {target}"),
     };
     let period_ns = u64::try_from(quota.period().as_nanos()).unwrap();
-    let mut now = 0u64;
-    let mut last: Option<(u64, u64, Outcome)> = None;
-    for (step, op) in ops.iter().enumerate() {
-        let (from, wait, n) = match *op {
-            Op::Advance(s) => {
-                now = now.saturating_add(s.nanos(period_ns));
-                println!("{step}: advance to {now}");
-                continue;
-            }
-            Op::StepBack(s) => {
-                now = now.saturating_sub(s.nanos(period_ns));
-                println!("{step}: step back to {now}");
-                continue;
-            }
-            Op::Refund(c) => {
-                // The replay here models requests only: a refund is printed, not applied.
-                println!("{step}: refund {} at {now} (not applied here)", c.units());
-                last = None;
-                continue;
-            }
-            Op::Overtaken {
-                by,
-                others,
-                refund,
-                cost,
-            } => {
-                let read = now;
-                now = now.saturating_add(by.nanos(period_ns));
-                let o = model(now, others.units());
-                println!("{step}: overtaken by {} at {now}: {o:?}", others.units());
-                last = None;
-                if refund {
-                    println!(
-                        "{step}: refund {} at {read} (not applied here)",
-                        cost.units()
-                    );
+    stream::run(&ops, period_ns, &mut Show(model));
+}
+
+/// Prints each step of the stream and the model's answer to each request.
+struct Show(Box<dyn FnMut(u64, u64) -> Outcome>);
+
+impl Steps for Show {
+    fn advanced(&mut self, step: usize, now: u64) {
+        println!("{step}: advance to {now}");
+    }
+    fn stepped_back(&mut self, step: usize, from: u64, back: u64) {
+        println!("{step}: step back to {}", from.saturating_sub(back));
+    }
+    fn acquire(&mut self, step: usize, now: u64, n: u64, ask: Ask) -> Outcome {
+        let o = (self.0)(now, n);
+        match ask {
+            Ask::Request => println!("{step}: acquire {n} at {now}: {o:?}"),
+            Ask::Overtaking => println!("{step}: overtaken by {n} at {now}: {o:?}"),
+            Ask::Overtaken => println!("{step}: {n} at {now}, overtaken: {o:?}"),
+            Ask::Retry { waited, must_pass } => {
+                let probe = if must_pass {
+                    "retry after"
                 } else {
-                    let o = model(read, cost.units());
-                    println!("{step}: {} at {read}, overtaken: {o:?}", cost.units());
-                    last = Some((read, cost.units(), o));
-                }
-                continue;
+                    "retry just before"
+                };
+                println!("{step}: {probe} {waited} ns: {n} at {now}: {o:?}");
             }
-            Op::Acquire(c) => (now, 0, c.units()),
-            Op::RetryAfter => match last {
-                Some((
-                    at,
-                    n,
-                    Outcome {
-                        retry_after_ns: Some(r),
-                        ..
-                    },
-                )) => (at, r, n),
-                _ => continue,
-            },
-            Op::RetryJustBefore => match last {
-                Some((
-                    at,
-                    n,
-                    Outcome {
-                        retry_after_ns: Some(r),
-                        ..
-                    },
-                )) if r > 0 => (at, r - 1, n),
-                _ => continue,
-            },
-        };
-        now = from.saturating_add(wait);
-        let o = model(now, n);
-        println!("{step}: {op:?}: {n} at {now}: {o:?}");
-        last = Some((now, n, o));
+        }
+        o
+    }
+    fn refund(&mut self, step: usize, now: u64, n: u64) {
+        // The replay here models requests only: a refund is printed, not applied.
+        println!("{step}: refund {n} at {now} (not applied here)");
     }
 }

@@ -9,6 +9,7 @@ use tollgate::{FixedWindow, Limiter, ManualClock, Quota, SlidingLog, SlidingWind
 
 use crate::invariants::{Bound, Ledger};
 use crate::model::{FixedWindowModel, SlidingLogModel, SlidingWindowModel, TokenBucketModel};
+use crate::stream::{self, Ask, Steps};
 use crate::{clock_offset, decode, Op, Outcome};
 
 /// A duration in ns (a validated period fits).
@@ -193,6 +194,35 @@ impl<M: Reference> Driven<'_, M> {
     }
 }
 
+impl<M: Reference> Steps for Driven<'_, M> {
+    fn advanced(&mut self, _: usize, _: u64) {
+        self.under = 0;
+    }
+    fn stepped_back(&mut self, _: usize, from: u64, back: u64) {
+        self.under = self.under.saturating_add(back.saturating_sub(from));
+    }
+    fn overtaking(&mut self, _: usize, read: u64, now: u64) {
+        if now > read {
+            self.under = 0;
+        }
+    }
+    fn acquire(&mut self, step: usize, now: u64, n: u64, ask: Ask) -> Outcome {
+        let must_pass = match ask {
+            Ask::Retry { waited, must_pass } => {
+                if waited > 0 {
+                    self.under = 0;
+                }
+                Some(must_pass)
+            }
+            _ => None,
+        };
+        Driven::acquire(self, step, now, n, must_pass)
+    }
+    fn refund(&mut self, step: usize, now: u64, n: u64) {
+        Driven::refund(self, step, now, n);
+    }
+}
+
 /// Runs one decoded stream against a limiter, its twin and a model; and against the shifted
 /// copies, whose every decision must be the first limiter's.
 #[allow(clippy::too_many_arguments)]
@@ -207,7 +237,6 @@ fn drive(
     shifted: &Shifted<'_>,
 ) {
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
-    let mut now: u64 = 0;
     let mut d = Driven {
         quota,
         clock,
@@ -219,82 +248,7 @@ fn drive(
         shifted,
         under: 0,
     };
-    // The last request: when, its cost and decision, for the retry probes.
-    let mut last: Option<(u64, u64, Outcome)> = None;
-    for (step, &op) in ops.iter().enumerate() {
-        let (from, wait, n, must_pass) = match op {
-            Op::Advance(span) => {
-                now = now.saturating_add(span.nanos(period_ns));
-                d.under = 0;
-                continue;
-            }
-            Op::StepBack(span) => {
-                let back = span.nanos(period_ns);
-                d.under = d.under.saturating_add(back.saturating_sub(now));
-                now = now.saturating_sub(back);
-                continue;
-            }
-            Op::Refund(cost) => {
-                d.refund(step, now, cost.units());
-                // A probe assumes nothing changed the state since the denial it probes.
-                last = None;
-                continue;
-            }
-            Op::Overtaken {
-                by,
-                others,
-                refund,
-                cost,
-            } => {
-                let read = now;
-                now = now.saturating_add(by.nanos(period_ns));
-                if now > read {
-                    d.under = 0;
-                }
-                d.acquire(step, now, others.units(), None);
-                last = None;
-                if refund {
-                    d.refund(step, read, cost.units());
-                } else {
-                    let n = cost.units();
-                    last = Some((read, n, d.acquire(step, read, n, None)));
-                }
-                d.set(now);
-                continue;
-            }
-            Op::Acquire(cost) => (now, 0, cost.units(), None),
-            Op::RetryAfter => match last {
-                Some((
-                    at,
-                    n,
-                    Outcome {
-                        retry_after_ns: Some(r),
-                        ..
-                    },
-                )) => (at, r, n, Some(true)),
-                _ => continue,
-            },
-            Op::RetryJustBefore => match last {
-                Some((
-                    at,
-                    n,
-                    Outcome {
-                        retry_after_ns: Some(r),
-                        ..
-                    },
-                )) if r > 0 => (at, r - 1, n, Some(false)),
-                _ => continue,
-            },
-        };
-        // A retry probe waits from the instant of the denial it probes, whatever the clock
-        // did since (no request came in between: it is the last one).
-        if wait > 0 {
-            d.under = 0;
-        }
-        now = from.saturating_add(wait);
-        let got = d.acquire(step, now, n, must_pass);
-        last = Some((now, n, got));
-    }
+    stream::run(ops, period_ns, &mut d);
     d.ledger.check();
 }
 

@@ -34,6 +34,7 @@ pub mod model;
 pub mod quota;
 pub mod sketch;
 pub mod sketch_hybrid;
+pub mod stream;
 
 pub use differential::{fixed_window, sliding_log, sliding_window, token_bucket};
 

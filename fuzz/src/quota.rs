@@ -12,6 +12,7 @@ use tollgate::{
     FixedWindow, Limiter, ManualClock, Quota, QuotaError, SlidingLog, SlidingWindow, TokenBucket,
 };
 
+use crate::stream::{self, Ask, Steps};
 use crate::{Num, Op, Outcome};
 
 /// A lock-free limiter and its mutex twin.
@@ -190,51 +191,36 @@ pub fn run(data: &[u8]) {
     }
 
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
-    let mut now: u64 = 0;
-    for (step, op) in input.ops.iter().enumerate() {
-        let n = match *op {
-            Op::Advance(s) => {
-                now = now.saturating_add(s.nanos(period_ns));
-                continue;
-            }
-            Op::StepBack(s) => {
-                now = now.saturating_sub(s.nanos(period_ns));
-                continue;
-            }
-            Op::Acquire(cost) => cost.units(),
-            Op::RetryAfter | Op::RetryJustBefore => 1,
-            Op::Refund(cost) => {
-                clock.set(Duration::from_nanos(now));
-                refund_all(&pairs, step, now, cost.units(), &quota);
-                continue;
-            }
-            Op::Overtaken {
-                by,
-                others,
-                refund,
-                cost,
-            } => {
-                // The overtaking request first, then the overtaken call on the older reading.
-                let read = now;
-                now = now.saturating_add(by.nanos(period_ns));
-                clock.set(Duration::from_nanos(now));
-                acquire_all(&pairs, step, now, others.units(), &quota);
-                clock.set(Duration::from_nanos(read));
-                if refund {
-                    refund_all(&pairs, step, read, cost.units(), &quota);
-                } else {
-                    acquire_all(&pairs, step, read, cost.units(), &quota);
-                }
-                continue;
-            }
-        };
-        clock.set(Duration::from_nanos(now));
-        acquire_all(&pairs, step, now, n, &quota);
+    let mut all = All {
+        pairs: &pairs,
+        clock: &clock,
+        quota: &quota,
+    };
+    stream::run(&input.ops, period_ns, &mut all);
+}
+
+/// Every limiter and its twin, on one clock, driven by one stream.
+struct All<'a> {
+    pairs: &'a [Pair],
+    clock: &'a ManualClock,
+    quota: &'a Quota,
+}
+
+impl Steps for All<'_> {
+    /// The first limiter's answer (the one a retry probe follows).
+    fn acquire(&mut self, step: usize, now: u64, n: u64, _: Ask) -> Outcome {
+        self.clock.set(Duration::from_nanos(now));
+        acquire_all(self.pairs, step, now, n, self.quota)
+    }
+    fn refund(&mut self, step: usize, now: u64, n: u64) {
+        self.clock.set(Duration::from_nanos(now));
+        refund_all(self.pairs, step, now, n, self.quota);
     }
 }
 
-/// Every limiter and its twin answer a request of `n` units alike.
-fn acquire_all(pairs: &[Pair], step: usize, now: u64, n: u64, quota: &Quota) {
+/// Every limiter and its twin answer a request of `n` units alike: the first one's answer.
+fn acquire_all(pairs: &[Pair], step: usize, now: u64, n: u64, quota: &Quota) -> Outcome {
+    let mut first = None;
     for (i, (lock_free, twin)) in pairs.iter().enumerate() {
         let got = Outcome::from(lock_free.try_acquire_n(n));
         let twin_got = Outcome::from(twin.try_acquire_n(n));
@@ -242,7 +228,9 @@ fn acquire_all(pairs: &[Pair], step: usize, now: u64, n: u64, quota: &Quota) {
             got, twin_got,
             "step {step}, limiter {i}: {n} units at {now} ns, {quota:?}"
         );
+        first.get_or_insert(got);
     }
+    first.expect("a token bucket, a fixed window and a sliding window at least")
 }
 
 /// Every limiter and its twin give back alike on a refund of `n` units, never beyond the

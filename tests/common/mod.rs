@@ -98,19 +98,6 @@ pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
-/// A small deterministic generator (SplitMix64): reproducible streams without a dependency.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The tests' seeded generator (SplitMix64): reproducible streams.
+#[allow(unused_imports)] // not every test that includes this module draws from it
+pub use tollgate_test_support::SplitMix64 as Rng;

@@ -48,18 +48,7 @@ TICKS=$(getconf CLK_TCK)
 
 UP_PORT=${UP_PORT:-19400}
 PX_PORT=${PX_PORT:-19401}
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-wait_port() { # port pid
-  for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-    kill -0 "$2" 2>/dev/null || { echo "server (pid $2) exited before listening" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "nothing listening on port $1 after 10 s" >&2; return 1
-}
+source tollgate-tower/scripts/servers.sh
 
 cpu_ticks() { # pid -> utime+stime in clock ticks (fields 14 and 15; comm may hold spaces)
   local stat; stat=$(<"/proc/$1/stat"); stat=${stat##*) }

@@ -13,111 +13,20 @@ use bytes::Bytes;
 use http::{HeaderName, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tollgate::{Algorithm, Decision, ManualClock, Quota};
 use tollgate_tower::{
-    Backend, ForwardedHeader, GlobalKey, HeaderKey, LocalBackend, MissingKey, PeerAddr, PeerIp,
-    QuotaUnit, RateLimitLayer, RealIp, TrustedProxy,
+    ForwardedHeader, GlobalKey, HeaderKey, MissingKey, PeerIp, QuotaUnit, RateLimitLayer, RealIp,
+    TrustedProxy,
 };
-use tower::{Layer, Service, ServiceBuilder};
+use tower::{Layer, Service};
 
-type Body = Full<Bytes>;
-type Inner = tower::util::BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
+#[path = "common/loopback.rs"]
+mod loopback;
 
-fn hello() -> Inner {
-    Inner::new(tower::service_fn(|_req: Request<Incoming>| async {
-        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
-    }))
-}
-
-/// Serves `svc` on a loopback port, each request carrying its connection's `PeerAddr`.
-async fn serve<S>(svc: S) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, from) = listener.accept().await.unwrap();
-            let svc = ServiceBuilder::new()
-                .map_request(move |mut req: Request<Incoming>| {
-                    req.extensions_mut().insert(PeerAddr(from));
-                    req
-                })
-                .service(svc.clone());
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
-                    .await;
-            });
-        }
-    });
-    addr
-}
-
-async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
-struct Got {
-    status: StatusCode,
-    headers: http::HeaderMap,
-}
-
-impl Got {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(|v| v.to_str().unwrap())
-    }
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .get_all(name)
-            .iter()
-            .map(|v| v.to_str().unwrap())
-            .collect()
-    }
-}
-
-async fn send(
-    client: &mut SendRequest<Empty<Bytes>>,
-    method: Method,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> Got {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "test");
-    for (n, v) in headers {
-        req = req.header(*n, *v);
-    }
-    client.ready().await.expect("the connection stays open");
-    let res = client
-        .send_request(req.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = res.into_parts();
-    body.collect().await.unwrap();
-    Got {
-        status: parts.status,
-        headers: parts.headers,
-    }
-}
+use loopback::{connect, hello, local, send_with as send, serve, Body, Down, Inner};
 
 /// One request written byte for byte (no client library rewriting its target), the status
 /// and the `RateLimit-Policy` of the answer.
@@ -134,13 +43,6 @@ async fn raw(addr: SocketAddr, target: &str) -> (u16, String) {
         .unwrap_or("")
         .to_owned();
     (status, policy)
-}
-
-fn local<K: std::hash::Hash + Eq>(
-    quota: Quota,
-    clock: &ManualClock,
-) -> LocalBackend<K, ManualClock> {
-    LocalBackend::try_with_clock(Algorithm::TokenBucket, quota, clock.clone()).unwrap()
 }
 
 fn per_minute(n: u64) -> Quota {
@@ -422,30 +324,6 @@ async fn a_denial_never_waits_for_a_busy_inner_service() {
     assert_eq!(second.await.unwrap(), StatusCode::OK);
 }
 
-/// A backend that is always down.
-struct Down(Quota);
-
-#[derive(Debug)]
-struct Outage;
-impl std::fmt::Display for Outage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("store unreachable")
-    }
-}
-impl std::error::Error for Outage {}
-
-impl Backend for Down {
-    type Key = IpAddr;
-    type Error = Outage;
-    type Future = std::future::Ready<Result<Decision, Outage>>;
-    fn try_acquire(&self, _: &IpAddr, _: u64) -> Self::Future {
-        std::future::ready(Err(Outage))
-    }
-    fn quota(&self) -> Quota {
-        self.0
-    }
-}
-
 #[tokio::test]
 async fn shadow_mode_passes_keyless_requests_and_backend_errors() {
     let clock = ManualClock::new();
@@ -465,7 +343,7 @@ async fn shadow_mode_passes_keyless_requests_and_backend_errors() {
     }
     assert_eq!((stats.missing_key(), stats.denied()), (3, 0));
 
-    let down = RateLimitLayer::new(PeerIp::default(), Down(per_minute(1))).shadow(true);
+    let down = RateLimitLayer::new(PeerIp::default(), Down::new(per_minute(1))).shadow(true);
     let stats = down.stats();
     let mut c = connect(serve(down.layer(hello())).await).await;
     for _ in 0..3 {
@@ -477,7 +355,7 @@ async fn shadow_mode_passes_keyless_requests_and_backend_errors() {
     assert_eq!(stats.errors(), 3);
 
     // Out of shadow mode the same outage is a 503 that says when to come back.
-    let closed = RateLimitLayer::new(PeerIp::default(), Down(per_minute(1)))
+    let closed = RateLimitLayer::new(PeerIp::default(), Down::new(per_minute(1)))
         .outage_retry_after(Duration::from_millis(2500));
     let mut c = connect(serve(closed.layer(hello())).await).await;
     let got = send(&mut c, Method::GET, "/", &[]).await;

@@ -6,22 +6,15 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use tokio::net::{TcpListener, TcpStream};
-use tollgate::{Algorithm, ManualClock, Quota};
+use tollgate::{ManualClock, Quota};
 use tollgate_tower::{
-    GlobalKey, HeaderMode, LocalBackend, MissingKey, PeerIp, RateLimitLayer, RouteKey, TrustedProxy,
+    GlobalKey, HeaderMode, MissingKey, PeerIp, RateLimitLayer, RouteKey, TrustedProxy,
 };
 
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{connect, get, send, serve_at, V4};
-
-fn local<K: std::hash::Hash + Eq>(
-    quota: Quota,
-    clock: &ManualClock,
-) -> LocalBackend<K, ManualClock> {
-    LocalBackend::try_with_clock(Algorithm::TokenBucket, quota, clock.clone()).unwrap()
-}
+use loopback::{connect, get, local, send, serve_at, V4};
 
 #[tokio::test]
 async fn exact_headers_429_after_burst_and_retry_after_honoured() {

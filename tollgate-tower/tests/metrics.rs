@@ -5,106 +5,29 @@
 //! One test: the recorder (and the `tracing` subscriber) are process-wide.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{Empty, Full};
-use hyper::body::Incoming;
+use http::Method;
+use http_body_util::Empty;
 use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use tokio::net::{TcpListener, TcpStream};
-use tollgate::{Algorithm, Decision, ManualClock, Quota};
-use tollgate_tower::{Backend, HeaderKey, LocalBackend, OnError, RateLimitLayer};
-use tower::{Layer, Service};
+use tollgate::{ManualClock, Quota};
+use tollgate_tower::{HeaderKey, OnError, RateLimitLayer};
+use tower::Layer;
 
-type Body = Full<Bytes>;
+#[path = "common/loopback.rs"]
+mod loopback;
 
-/// Serves `svc` on a loopback port, HTTP/1 with keep-alive.
-async fn serve<S>(svc: S) -> SocketAddr
-where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, _) = listener.accept().await.unwrap();
-            let svc = svc.clone();
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc))
-                    .await;
-            });
-        }
-    });
-    addr
-}
+use loopback::{connect, local, send_with, serve, Down};
 
-async fn hello(_req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
-}
-
-async fn connect(addr: SocketAddr) -> SendRequest<Empty<Bytes>> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    sender
-}
-
-/// One request over `c`: its status.
+/// One request over `c` with an `x-client` header per entry of `clients`: its status.
 async fn get(c: &mut SendRequest<Empty<Bytes>>, path: &str, clients: &[&str]) -> u16 {
-    let mut req = Request::builder().uri(path);
-    for v in clients {
-        req = req.header("x-client", *v);
-    }
-    c.ready().await.unwrap();
-    let res = c
-        .send_request(req.body(Empty::new()).unwrap())
+    let headers: Vec<(&str, &str)> = clients.iter().map(|v| ("x-client", *v)).collect();
+    send_with(c, Method::GET, path, &headers)
         .await
-        .unwrap();
-    res.status().as_u16()
-}
-
-fn local<K: std::hash::Hash + Eq + Clone + Send + Sync + 'static>(
-    quota: Quota,
-    clock: &ManualClock,
-) -> LocalBackend<K, ManualClock> {
-    LocalBackend::try_with_clock(Algorithm::TokenBucket, quota, clock.clone()).unwrap()
-}
-
-/// A backend whose store is always unreachable.
-struct Down(Quota);
-
-#[derive(Debug)]
-struct Outage;
-impl std::fmt::Display for Outage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("store unreachable")
-    }
-}
-impl std::error::Error for Outage {}
-
-impl Backend for Down {
-    type Key = Box<[u8]>;
-    type Error = Outage;
-    type Future = std::future::Ready<Result<Decision, Outage>>;
-    fn try_acquire(&self, _: &Box<[u8]>, _: u64) -> Self::Future {
-        std::future::ready(Err(Outage))
-    }
-    fn quota(&self) -> Quota {
-        self.0
-    }
+        .status
+        .as_u16()
 }
 
 /// Every counter the recorder holds: (name, `policy` label, `outcome` label) → value.
@@ -127,46 +50,6 @@ fn counters(snapshotter: &metrics_util::debugging::Snapshotter) -> BTreeMap<Stri
         .collect()
 }
 
-#[cfg(feature = "tracing")]
-mod events {
-    //! A `tracing` subscriber that keeps each event's target, level and fields as a line.
-    use std::fmt::Write;
-    use std::sync::{Arc, Mutex};
-
-    use tracing::field::{Field, Visit};
-    use tracing::span::{Attributes, Id, Record};
-    use tracing::{Event, Metadata, Subscriber};
-
-    #[derive(Clone, Default)]
-    pub struct Lines(pub Arc<Mutex<Vec<String>>>);
-
-    struct Fields(String);
-    impl Visit for Fields {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            let _ = write!(self.0, " {}={:?}", field.name(), value);
-        }
-    }
-
-    impl Subscriber for Lines {
-        fn enabled(&self, _: &Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &Attributes<'_>) -> Id {
-            Id::from_u64(1)
-        }
-        fn record(&self, _: &Id, _: &Record<'_>) {}
-        fn record_follows_from(&self, _: &Id, _: &Id) {}
-        fn event(&self, event: &Event<'_>) {
-            let m = event.metadata();
-            let mut fields = Fields(format!("{} {}", m.target(), m.level()));
-            event.record(&mut fields);
-            self.0.lock().unwrap().push(fields.0);
-        }
-        fn enter(&self, _: &Id) {}
-        fn exit(&self, _: &Id) {}
-    }
-}
-
 #[tokio::test]
 async fn every_counter_counts_what_the_layer_did() {
     let recorder = DebuggingRecorder::new();
@@ -176,7 +59,7 @@ async fn every_counter_counts_what_the_layer_did() {
         .expect("the only recorder of this process");
     #[cfg(feature = "tracing")]
     let lines = {
-        let lines = events::Lines::default();
+        let lines = tollgate_test_support::events::Recorder::default();
         tracing::subscriber::set_global_default(lines.clone()).unwrap();
         lines
     };
@@ -192,7 +75,7 @@ async fn every_counter_counts_what_the_layer_did() {
     .try_route("/login", "login", local(per_minute(1), &clock))
     .unwrap();
     let stats = limited.stats();
-    let mut c = connect(serve(limited.layer(tower::service_fn(hello))).await).await;
+    let mut c = connect(serve(limited.layer(loopback::hello())).await).await;
     let mut got = Vec::new();
     for _ in 0..3 {
         got.push(get(&mut c, "/", &["a"]).await);
@@ -216,7 +99,7 @@ async fn every_counter_counts_what_the_layer_did() {
     .try_policy_name("shadowed")
     .unwrap()
     .shadow(true);
-    let mut c = connect(serve(shadow.layer(tower::service_fn(hello))).await).await;
+    let mut c = connect(serve(shadow.layer(loopback::hello())).await).await;
     for _ in 0..3 {
         assert_eq!(get(&mut c, "/", &["b"]).await, 200);
     }
@@ -224,19 +107,19 @@ async fn every_counter_counts_what_the_layer_did() {
     // An unreachable store, failing open: two backend errors, both passed.
     let down = RateLimitLayer::new(
         HeaderKey::new(http::HeaderName::from_static("x-client")),
-        Down(per_minute(1)),
+        Down::new(per_minute(1)),
     )
     .try_policy_name("down")
     .unwrap()
     .on_error(OnError::Allow);
-    let mut c = connect(serve(down.layer(tower::service_fn(hello))).await).await;
+    let mut c = connect(serve(down.layer(loopback::hello())).await).await;
     for _ in 0..2 {
         assert_eq!(get(&mut c, "/", &["c"]).await, 200);
     }
 
     // A minute later client a's default quota is back: one more admission.
     clock.advance(Duration::from_secs(60));
-    let mut c = connect(serve(limited.layer(tower::service_fn(hello))).await).await;
+    let mut c = connect(serve(limited.layer(loopback::hello())).await).await;
     assert_eq!(get(&mut c, "/", &["a"]).await, 200);
 
     let mut want = BTreeMap::new();
@@ -268,7 +151,7 @@ async fn every_counter_counts_what_the_layer_did() {
 
     #[cfg(feature = "tracing")]
     {
-        let lines = lines.0.lock().unwrap().clone();
+        let lines = lines.lines();
         let ours: Vec<&String> = lines
             .iter()
             .filter(|l| l.starts_with("tollgate_tower "))

@@ -12,6 +12,7 @@ use tollgate::{
     SlidingWindow, TokenBucket,
 };
 use tollgate_redis::{BlockingRedisLimiter, RedisLimiter, Target};
+use tollgate_test_support::clock_and_cost;
 
 /// The message when the servers are not installed: the tests never skip silently.
 const MISSING: &str = "redis-server and redis-cli are needed on PATH for these tests: \
@@ -445,17 +446,8 @@ pub fn admitted(limiter: &dyn Limiter, n: u64) -> u64 {
 }
 
 /// SplitMix64: reproducible streams.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-}
+#[allow(unused_imports)] // not every test that includes this module draws from it
+pub use tollgate_test_support::SplitMix64 as Rng;
 
 /// Long random streams (advances, steps back, jumps, costs of every size, 0 and u64::MAX)
 /// on every algorithm and each quota: `Both` asserts identical decisions on every call.
@@ -467,20 +459,8 @@ pub fn random_streams(target: &Target, quotas: &[Quota], steps: usize) {
             let s = both(target, algorithm, quota, &clock);
             let period = quota.period().as_nanos() as u64;
             for _ in 0..steps {
-                match rng.below(10) {
-                    0..=4 => clock.advance(Duration::from_nanos(rng.below(period / 2 + 2))),
-                    5 => clock.set(Duration::from_nanos(
-                        clock.now_nanos().saturating_sub(rng.below(period * 2)),
-                    )),
-                    6 => clock.advance(Duration::from_nanos(rng.below(period * 20))),
-                    _ => {}
-                }
-                let n = match rng.below(8) {
-                    0 => 0,
-                    1 => rng.below(quota.limit() * 2 + 2),
-                    2 => u64::MAX - rng.below(3),
-                    _ => 1,
-                };
+                let (now, n) = clock_and_cost(&mut rng, period, quota.limit(), clock.now_nanos());
+                clock.set(Duration::from_nanos(now));
                 let _ = s.try_acquire_n(n);
             }
         }

@@ -1,0 +1,85 @@
+//! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
+//! from a seed), and a recorder of `tracing` events. Dev-only (`publish = false`).
+//!
+//! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
+//! them, so a change here changes what they test.
+
+pub mod events;
+
+/// SplitMix64: one 64-bit state, a full-period stream.
+///
+/// ```
+/// let mut rng = tollgate_test_support::SplitMix64(7);
+/// assert_ne!(rng.next(), rng.next());
+/// assert!(rng.below(10) < 10);
+/// ```
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// The next value of the stream.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The next value reduced to `0..n` (modulo: the small bias does not matter here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// xorshift64*: one non-zero 64-bit state.
+///
+/// ```
+/// let mut rng = tollgate_test_support::XorShift64Star(0x9E37_79B9_7F4A_7C15);
+/// assert_ne!(rng.next(), rng.next());
+/// ```
+pub struct XorShift64Star(pub u64);
+
+impl XorShift64Star {
+    /// The next value of the stream.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The next value reduced to `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One step of a random clock-and-cost stream for a limiter of `limit` per `period`
+/// nanoseconds, the clock reading `now`: the clock's next reading (half the steps advance
+/// it by up to half a period, one in ten steps it back by up to two periods, one in ten
+/// jumps up to 20 periods, the rest keep it) and the cost to ask for then (0, up to twice
+/// the limit, `u64::MAX` or a little less, or mostly 1).
+///
+/// ```
+/// use tollgate_test_support::{clock_and_cost, SplitMix64};
+/// let mut rng = SplitMix64(1);
+/// let (now, cost) = clock_and_cost(&mut rng, 1_000, 5, 0);
+/// let _ = (now, cost);
+/// ```
+pub fn clock_and_cost(rng: &mut SplitMix64, period: u64, limit: u64, now: u64) -> (u64, u64) {
+    let now = match rng.below(10) {
+        0..=4 => now.saturating_add(rng.below(period / 2 + 2)),
+        5 => now.saturating_sub(rng.below(period * 2)),
+        6 => now.saturating_add(rng.below(period * 20)),
+        _ => now,
+    };
+    let cost = match rng.below(8) {
+        0 => 0,
+        1 => rng.below(limit * 2 + 2),
+        2 => u64::MAX - rng.below(3),
+        _ => 1,
+    };
+    (now, cost)
+}
