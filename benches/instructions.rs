@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 use gungraun::prelude::*;
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    FixedWindow, LiveFixedWindow, LiveTokenBucket, ManualClock, SlidingLog, SlidingWindow,
-    TokenBucket,
+    FixedWindow, Lease, Leased, LiveFixedWindow, LiveTokenBucket, ManualClock, SlidingLog,
+    SlidingWindow, TokenBucket,
 };
 
 mod gate;
 mod peers;
 use gate::{closed, open, run, started};
-use peers::{drained, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
+use peers::{drained, Check, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
 
 type Tb = Tollgate<TokenBucket<ManualClock>>;
 type MTb = Tollgate<MutexTokenBucket<ManualClock>>;
@@ -43,6 +43,20 @@ type Sl = Tollgate<SlidingLog<ManualClock>>;
 type MSl = Tollgate<MutexSlidingLog<ManualClock>>;
 type LTb = Tollgate<LiveTokenBucket<ManualClock>>;
 type LFw = Tollgate<LiveFixedWindow<ManualClock>>;
+type Ls = Tollgate<Leased<ManualClock>>;
+
+/// A `Leased` bucket (leases of up to 64 tokens, 1 ms) whose thread has already spent 200
+/// requests: its lease slot exists and its leases have grown to 64, so the measured requests
+/// are the steady path (a thread-local spend, a clock read every few spends, one renewal per
+/// 64).
+fn leased_warm(clock: ManualClock) -> Ls {
+    let lease = Lease::try_new(64, Duration::from_millis(1)).unwrap();
+    let l = Tollgate(Leased::try_new(TokenBucket::with_clock(open(), clock), lease).unwrap());
+    for _ in 0..200 {
+        assert!(l.check());
+    }
+    l
+}
 
 #[library_benchmark]
 #[bench::allowed(Tollgate(started(|c| TokenBucket::with_clock(open(), c))))]
@@ -214,6 +228,12 @@ fn std_mutex_bucket(limiter: StdBucket) -> StdBucket {
     run(limiter)
 }
 
+#[library_benchmark]
+#[bench::allowed(started(leased_warm))]
+fn leased(limiter: Ls) -> Ls {
+    run(limiter)
+}
+
 library_benchmark_group!(
     name = tollgate_limiters,
     benchmarks = [
@@ -226,7 +246,8 @@ library_benchmark_group!(
         mutex_sliding_window,
         mutex_sliding_log,
         live_token_bucket,
-        live_fixed_window
+        live_fixed_window,
+        leased
     ]
 );
 

@@ -51,6 +51,22 @@
 //! One hot key on many threads: [`Leased`] wraps a [`TokenBucket`] so that threads spend small
 //! pre-paid leases with no shared write, within a documented `max_overshoot()` of the exact bucket.
 //!
+//! ## The API at a glance
+//!
+//! | for | names |
+//! |---|---|
+//! | one limit | [`TokenBucket`], [`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]: each a [`RateLimiter`]; the [`Limiter`] trait; [`Quota`] and its [`QuotaError`]; [`Decision`] |
+//! | one limit per key | [`KeyedLimiter`] (from a [`KeyedBuilder`]: [`Algorithm`], [`WhenFull`], [`KeyHasher`]), its [`KeyedPin`]; in fixed memory [`SketchLimiter`] ([`SketchSize`], [`SizeError`]) and [`HybridSketchLimiter`]; the [`KeyedLimit`] trait |
+//! | several limits at once | [`Limits`] of [`Member`]s ([`LimitsError`], [`MAX_MEMBERS`]) |
+//! | one hot key | [`Leased`] with a [`Lease`] ([`LeaseError`]) |
+//! | quotas that change while running | [`Live`]: [`LiveTokenBucket`], [`LiveFixedWindow`], [`LiveSlidingWindow`]; a keyed map's `live()` |
+//! | time | the [`Clock`] trait: [`MonotonicClock`], [`CoarseClock`], [`ManualClock`] |
+//! | waiting instead of denying | [`Wait`] ([`UntilReady`], [`Pacing`], [`WaitError`]) on a [`Timer`] / [`Sleep`]: [`ThreadSleep`], [`ManualSleep`], `TokioTimer` |
+//! | counting decisions | [`Metered`], its [`MetricsSnapshot`]; [`Observed`] |
+//! | configuration | `"5000/h burst 200"` parsed into a [`Quota`] ([`ParseQuotaError`], [`ParseQuotaErrorKind`], [`QuotaPart`]); with `serde`, `KeyedSettings` |
+//! | the sliding window's slots, the sketch's columns | [`DEFAULT_SLOTS`], [`MAX_SLOTS`], [`MAX_COLUMNS`] |
+//! | tests and benchmarks | the mutex twins in [`baseline`] |
+//!
 //! ## Guarantees
 //!
 //! - **Exact at one instant**: N threads racing at a frozen time admit exactly

@@ -263,13 +263,30 @@ impl<C: Clock + 'static> Leased<C> {
         let shared = &*self.shared;
         let done = SLOTS.try_with(|slots| {
             let mut slots = slots.try_borrow_mut().ok()?;
-            // Most threads use one or two leased limiters: the first slot is the usual hit.
-            let i = if slots.first().is_some_and(|s| s.key == key) {
-                0
-            } else if let Some(i) = slots.iter().position(|s| s.key == key) {
-                i
-            } else {
-                // Slots of limiters dropped since (only the slot still holds them).
+            // Most threads use one or two leased limiters: the first slot is the usual hit,
+            // and the search and the slot's making stay out of this path's frame.
+            let slot = match slots.first_mut() {
+                Some(first) if first.key == key => first,
+                _ => self.find_or_make(&mut slots, key),
+            };
+            Some(f(shared, &mut slot.holder))
+        });
+        match done {
+            Ok(Some(r)) => r,
+            _ => or_else(shared),
+        }
+    }
+}
+
+impl<C: Clock + 'static> Leased<C> {
+    /// This limiter's slot in a thread's table other than the first: found, or made (after
+    /// dropping the slots of limiters dropped since, which only their slot still holds).
+    #[cold]
+    #[inline(never)]
+    fn find_or_make<'s>(&self, slots: &'s mut Vec<Slot>, key: usize) -> &'s mut Slot {
+        let i = match slots.iter().position(|s| s.key == key) {
+            Some(i) => i,
+            None => {
                 slots.retain(|s| Arc::strong_count(&s.home) > 1);
                 slots.push(Slot {
                     key,
@@ -277,13 +294,9 @@ impl<C: Clock + 'static> Leased<C> {
                     holder: Holder::default(),
                 });
                 slots.len() - 1
-            };
-            Some(f(shared, &mut slots[i].holder))
-        });
-        match done {
-            Ok(Some(r)) => r,
-            _ => or_else(shared),
-        }
+            }
+        };
+        &mut slots[i]
     }
 }
 
