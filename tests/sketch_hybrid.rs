@@ -4,15 +4,18 @@
 //! plain sketch when heavy keys share lanes with light ones.
 
 mod common;
+#[path = "common/shadow.rs"]
+mod shadow;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use common::Rng;
+use shadow::{check_against_shadow, step};
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, Limiter,
-    ManualClock, Quota, SketchLimiter, SketchSize,
+    Algorithm, Clock, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
+    SketchLimiter, SketchSize,
 };
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
@@ -42,57 +45,12 @@ impl BuildHasher for Identity {
     }
 }
 
-/// A random forward step of the clock: mostly small, sometimes a window or more.
-fn step(rng: &mut Rng, clock: &ManualClock, period: Duration) {
-    let p = period.as_nanos() as u64;
-    match rng.below(10) {
-        0..=5 => clock.advance(Duration::from_nanos(rng.below(p / 8 + 1))),
-        6 | 7 => clock.advance(Duration::from_nanos(rng.below(3 * p))),
-        _ => {}
-    }
-}
-
 fn cost(rng: &mut Rng, limit: u64) -> u64 {
     match rng.below(20) {
         0 => 0,
         1 => limit + 1 + rng.below(3),
         2..=5 => 1 + rng.below(limit),
         _ => 1,
-    }
-}
-
-/// Checks one decision against the key's exact fixed window fed only what the hybrid
-/// admitted (`shadow`): an admission must fit the shadow, and no field is optimistic.
-fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
-    let before = shadow.peek(n);
-    let left = shadow.peek(0);
-    if d.is_allowed() {
-        let s = shadow.try_acquire_n(n);
-        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-        assert!(
-            d.remaining() <= s.remaining(),
-            "{at}: remaining {d:?} > {s:?}"
-        );
-        assert!(
-            d.reset_after() >= s.reset_after(),
-            "{at}: reset {d:?} < {s:?}"
-        );
-    } else {
-        assert!(
-            d.remaining() <= left.remaining(),
-            "{at}: remaining {d:?} > {left:?}"
-        );
-        assert!(
-            d.reset_after() >= before.reset_after(),
-            "{at}: reset {d:?} < {before:?}"
-        );
-        if !before.is_allowed() {
-            let (r, s) = (d.retry_after(), before.retry_after());
-            assert!(
-                r.is_none() || s.is_some_and(|s| r.unwrap() >= s),
-                "{at}: retry {d:?} < {before:?}"
-            );
-        }
     }
 }
 
@@ -122,7 +80,7 @@ fn never_admits_more_than_the_exact_map() {
             .collect();
         let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
         for i in 0..500 {
-            step(&mut rng, &clock, period);
+            step(&mut rng, &clock, period, false);
             let key = rng.below(keys);
             let n = cost(&mut rng, limit);
             let p = hybrid.peek(&key, n);
