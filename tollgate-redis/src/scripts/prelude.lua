@@ -19,8 +19,8 @@
 local fmod = math.fmod
 local n, now, pa, pb, pc, lease = struct.unpack('<dddddd', ARGV[1])
 -- Units per ms, and the least TTL in ms: on TIME, microseconds and none; under a test clock,
--- nanoseconds and an hour (real time passing between calls never expires what the test
--- clock still counts).
+-- nanoseconds and an hour of real time from the key's last expiry move (real time passing
+-- between calls never expires what the test clock still counts, within a test's hour).
 local upm, least = 1000, 0
 if now < 0 then
   local t = redis.call('TIME')
