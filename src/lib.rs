@@ -56,7 +56,7 @@
 //! | for | names |
 //! |---|---|
 //! | one limit | [`TokenBucket`], [`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]: each a [`RateLimiter`]; the [`Limiter`] trait; [`Quota`] and its [`QuotaError`]; [`Decision`] |
-//! | one limit per key | [`KeyedLimiter`] (from a [`KeyedBuilder`]: [`Algorithm`], [`WhenFull`], [`KeyHasher`]), its [`KeyedPin`]; in fixed memory [`SketchLimiter`] ([`SketchSize`], [`SizeError`]) and [`HybridSketchLimiter`]; the [`KeyedLimit`] trait |
+//! | one limit per key | [`KeyedLimiter`] (from a [`KeyedBuilder`]: [`Algorithm`], [`WhenFull`], [`KeyHasher`]; [`KeyedError`]), its [`KeyedPin`]; in fixed memory [`SketchLimiter`] ([`SketchSize`], [`SizeError`]) and [`HybridSketchLimiter`]; the [`KeyedLimit`] trait |
 //! | several limits at once | [`Limits`] of [`Member`]s ([`LimitsError`], [`MAX_MEMBERS`]) |
 //! | one hot key | [`Leased`] with a [`Lease`] ([`LeaseError`]) |
 //! | quotas that change while running | [`Live`]: [`LiveTokenBucket`], [`LiveFixedWindow`], [`LiveSlidingWindow`]; a keyed map's `live()` |
@@ -230,7 +230,7 @@ pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 #[cfg(feature = "std")]
 pub use keyed::KeyedLimit;
 #[cfg(feature = "std")]
-pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedLimiter, KeyedPin, WhenFull};
+pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, WhenFull};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{Limiter, RateLimiter};

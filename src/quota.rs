@@ -94,11 +94,6 @@ pub enum QuotaError {
         /// The period the limiter counts.
         fixed: Duration,
     },
-    /// A quota change was asked of a keyed map built without
-    /// [`KeyedBuilder::live`](crate::KeyedBuilder::live), or `live` of an algorithm whose keyed
-    /// limiters have no live form (the sliding window and the sliding log keep per-key state
-    /// sized and indexed by the quota they were made with).
-    NotLive,
 }
 
 impl fmt::Display for QuotaError {
@@ -141,10 +136,6 @@ impl fmt::Display for QuotaError {
                 f,
                 "this limiter counts periods of {fixed:?} and cannot change to {period:?}: \
                  only its limit can change"
-            ),
-            QuotaError::NotLive => f.write_str(
-                "this keyed map's quotas are fixed: build it with `live()` (token bucket or \
-                 fixed window) to change them while it runs",
             ),
         }
     }

@@ -387,7 +387,10 @@ mod serde {
         }
         .build_with_clock::<u64, _>(ManualClock::new())
         .unwrap();
-        assert_eq!(fixed.set_quota(reloaded.quota), Err(QuotaError::NotLive));
+        assert_eq!(
+            fixed.set_quota(reloaded.quota),
+            Err(tollgate::KeyedError::NotLive)
+        );
         // An algorithm with no live keyed form: the error names `live`.
         let sliding = KeyedSettings {
             algorithm: Algorithm::SlidingWindow,
@@ -398,7 +401,7 @@ mod serde {
             .unwrap_err();
         assert_eq!(
             (refused.field(), refused.error()),
-            ("live", QuotaError::NotLive)
+            ("live", tollgate::KeyedError::NotLive)
         );
         assert_eq!(
             err::<KeyedSettings>(r#"{"algorithm": "token_bucket", "quota": "1/s", "live": 1}"#)
@@ -472,7 +475,10 @@ mod serde {
             .build_with_clock::<u64, _>(ManualClock::new())
             .unwrap_err();
         assert_eq!(err.field(), "plans.huge");
-        assert!(matches!(err.error(), QuotaError::LogTooLarge { .. }));
+        assert!(matches!(
+            err.error(),
+            tollgate::KeyedError::Quota(QuotaError::LogTooLarge { .. })
+        ));
         assert!(err.to_string().starts_with("plans.huge: a sliding log of"));
         // The same plan is fine for a token bucket.
         let s = KeyedSettings {

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::{ms, Rng};
 use tollgate::{
-    Algorithm, Decision, FixedWindow, KeyedLimiter, Limiter, LiveFixedWindow, LiveTokenBucket,
-    ManualClock, Quota, QuotaError, TokenBucket, WhenFull,
+    Algorithm, Decision, FixedWindow, KeyedError, KeyedLimiter, Limiter, LiveFixedWindow,
+    LiveTokenBucket, ManualClock, Quota, QuotaError, TokenBucket, WhenFull,
 };
 
 type Keyed<K = u64> = KeyedLimiter<K, ManualClock>;
@@ -212,7 +212,11 @@ fn differential(algorithm: Algorithm, own: Quota, plans: [Quota; 2], changes: &[
                         map.set_plan_quota(&plan, q)
                     };
                     let want = reference.set(&plan, q);
-                    assert_eq!(got, want, "{algorithm:?} seed {seed} step {step}: {q:?}");
+                    assert_eq!(
+                        got,
+                        want.map_err(KeyedError::Quota),
+                        "{algorithm:?} seed {seed} step {step}: {q:?}"
+                    );
                     if want.is_ok() {
                         tally.changed += 1;
                     } else {
@@ -441,10 +445,10 @@ fn a_map_built_without_live_refuses_changes_and_decides_as_before() {
         let looser = Quota::per_second(100).unwrap();
         assert_eq!(
             map.set_quota(looser),
-            Err(QuotaError::NotLive),
+            Err(KeyedError::NotLive),
             "{algorithm:?}"
         );
-        assert_eq!(map.set_plan_quota(&pro, looser), Err(QuotaError::NotLive));
+        assert_eq!(map.set_plan_quota(&pro, looser), Err(KeyedError::NotLive));
         assert_eq!((map.quota(), map.plan_quota(&pro)), (own, pro));
         clock.advance(ms(400));
         for (key, n) in [(1, 1), (1, 1), (2, 5), (2, 1), (3, 3), (3, 1)] {
@@ -460,7 +464,7 @@ fn a_map_built_without_live_refuses_changes_and_decides_as_before() {
         let built = KeyedLimiter::<u64>::builder(algorithm, own)
             .live()
             .build_with_clock(ManualClock::new());
-        assert!(matches!(built, Err(QuotaError::NotLive)), "{algorithm:?}");
+        assert!(matches!(built, Err(KeyedError::NotLive)), "{algorithm:?}");
     }
 }
 
@@ -482,7 +486,7 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
         period: Duration::from_secs(60),
         fixed: Duration::from_secs(1),
     });
-    assert_eq!(map.set_quota(minute), refused);
+    assert_eq!(map.set_quota(minute), refused.map_err(KeyedError::Quota));
     assert_eq!(single.set_quota(minute), refused);
     assert_eq!(map.quota(), five);
     for n in [3, 1] {
@@ -495,10 +499,10 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
     // A plan's window keeps its own period.
     assert_eq!(
         map.set_plan_quota(&half, Quota::per_second(9).unwrap()),
-        Err(QuotaError::PeriodFixed {
+        Err(KeyedError::Quota(QuotaError::PeriodFixed {
             period: Duration::from_secs(1),
             fixed: ms(500),
-        })
+        }))
     );
     assert_eq!(map.plan_quota(&half), half);
     assert_eq!(map.try_acquire_with(&2, &half).remaining(), 3);
@@ -514,9 +518,12 @@ fn a_refused_change_keeps_the_quota_and_the_counts() {
     let too_fine = Quota::try_new(3, Duration::from_nanos(2)).unwrap();
     assert!(matches!(
         map.set_quota(too_fine),
-        Err(QuotaError::RateTooHigh { .. })
+        Err(KeyedError::Quota(QuotaError::RateTooHigh { .. }))
     ));
-    assert_eq!(map.set_quota(too_fine), single.set_quota(too_fine));
+    assert_eq!(
+        map.set_quota(too_fine),
+        single.set_quota(too_fine).map_err(KeyedError::Quota)
+    );
     assert_eq!(map.quota(), ten);
     for n in [6, 1] {
         let d = map.try_acquire_n(&1, n);

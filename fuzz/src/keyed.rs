@@ -15,7 +15,7 @@
 //!
 //! Half the inputs (a flag in the header) build the map
 //! [`live()`](tollgate::KeyedBuilder::live) (token bucket or fixed window; the others must
-//! refuse it with [`QuotaError::NotLive`]) and change quotas while it runs: `SetQuota`, the
+//! refuse it with [`KeyedError::NotLive`]) and change quotas while it runs: `SetQuota`, the
 //! map's own with `set_quota` or a plan's with `set_plan_quota`. The reference of a live map
 //! holds per key the model of its algorithm that takes `set_quota` ([`crate::model`], as the
 //! `live` target drives it), and per plan the model of a key never charged, at the plan's
@@ -35,7 +35,7 @@ use std::time::Duration;
 use arbitrary::{Arbitrary, Unstructured};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Algorithm, Clock, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError, WhenFull,
+    Algorithm, Clock, KeyedError, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError, WhenFull,
     DEFAULT_SLOTS,
 };
 
@@ -329,10 +329,10 @@ impl Reference {
     /// A change of the plan named `name` to `quota`: the plan's fresh key first (it says
     /// whether the change is refused, and with which error), then every key of the plan, at
     /// the same instant. A map built without `live` refuses every change.
-    fn set_quota(&mut self, name: Quota, quota: &Quota) -> Result<(), QuotaError> {
+    fn set_quota(&mut self, name: Quota, quota: &Quota) -> Result<(), KeyedError> {
         let now = self.clock.now_nanos();
         let Some(plan) = self.plan(name) else {
-            return Err(QuotaError::NotLive);
+            return Err(KeyedError::NotLive);
         };
         plan.fresh.set_quota(quota, now)?;
         plan.quota = *quota;
@@ -425,11 +425,11 @@ pub fn run(data: &[u8]) {
     let live_model = LiveModel::new(algorithm, &quota);
     let twin_built = twin(algorithm, quota, &clock);
     let expected = match (spec.live, &live_model) {
-        (true, None) => Some(&QuotaError::NotLive),
-        _ => twin_built.as_ref().err(),
+        (true, None) => Some(KeyedError::NotLive),
+        _ => twin_built.as_ref().err().map(|e| KeyedError::Quota(*e)),
     };
     assert_eq!(
-        built.as_ref().err(),
+        built.as_ref().err().copied(),
         expected,
         "{algorithm:?} map (live: {}) vs twin on {quota:?}",
         spec.live

@@ -3,12 +3,12 @@
 use core::fmt;
 
 use super::serde_quota::set_once;
-use crate::quota::{Quota, QuotaError};
+use crate::quota::Quota;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
 
 use crate::clock::Clock;
-use crate::keyed::{Algorithm, KeyedBuilder, KeyedLimiter, WhenFull};
+use crate::keyed::{Algorithm, KeyedBuilder, KeyedError, KeyedLimiter, WhenFull};
 use core::hash::Hash;
 use core::num::NonZeroUsize;
 use serde::ser::SerializeMap;
@@ -70,7 +70,7 @@ pub struct KeyedSettings {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsError {
     field: String,
-    error: QuotaError,
+    error: KeyedError,
 }
 
 impl SettingsError {
@@ -88,17 +88,18 @@ impl SettingsError {
         &self.field
     }
 
-    /// Why the algorithm refused the field's quota.
+    /// Why the field was refused: the algorithm refused its quota, or (`live`) it has no live
+    /// keyed form.
     ///
     /// ```
-    /// use tollgate::{KeyedSettings, ManualClock, QuotaError};
+    /// use tollgate::{KeyedError, KeyedSettings, ManualClock, QuotaError};
     /// let s: KeyedSettings = serde_json::from_str(
     ///     r#"{"algorithm": "sliding_log", "quota": "140737488355328/d"}"#,
     /// ).unwrap();
     /// let err = s.build_with_clock::<u64, _>(ManualClock::new()).unwrap_err();
-    /// assert!(matches!(err.error(), QuotaError::LogTooLarge { .. }));
+    /// assert!(matches!(err.error(), KeyedError::Quota(QuotaError::LogTooLarge { .. })));
     /// ```
-    pub fn error(&self) -> QuotaError {
+    pub fn error(&self) -> KeyedError {
         self.error
     }
 }
@@ -157,7 +158,7 @@ impl KeyedSettings {
     /// let s = KeyedSettings::new(Algorithm::TokenBucket, Quota::per_second(5)?);
     /// let map = s.builder::<u64>().capacity(1024).build_with_clock(ManualClock::new())?;
     /// assert!(map.try_acquire(&1).is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn builder<K>(&self) -> KeyedBuilder<K>
     where
@@ -196,7 +197,7 @@ impl KeyedSettings {
             .builder::<K>()
             .build_with_clock(clock)
             .map_err(|error| SettingsError {
-                field: if error == QuotaError::NotLive {
+                field: if error == KeyedError::NotLive {
                     "live"
                 } else {
                     "quota"
@@ -207,7 +208,7 @@ impl KeyedSettings {
         for (name, quota) in &self.plans {
             map.check_quota(quota).map_err(|error| SettingsError {
                 field: std::format!("plans.{name}"),
-                error,
+                error: error.into(),
             })?;
         }
         Ok(map)

@@ -10,6 +10,7 @@ use crate::clock::{Clock, MonotonicClock, Origin};
 use crate::quota::{Quota, QuotaError};
 use crate::sync::AtomicU64;
 
+use super::error::KeyedError;
 use super::live::LivePlans;
 use super::map::{Bound, Keyed, KeyedLimiter, Maps, Shared};
 use super::options::{Algorithm, KeyHasher, WhenFull};
@@ -27,7 +28,7 @@ use super::plans::{Boxed, Plans};
 ///     .hasher(std::collections::hash_map::RandomState::new()) // SipHash, if you prefer
 ///     .build()?;
 /// # let _ = per_ip;
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct KeyedBuilder<K, S = KeyHasher> {
@@ -49,7 +50,7 @@ impl<K, S> KeyedBuilder<K, S> {
     ///     .hasher(std::hash::RandomState::new())
     ///     .build_with_clock(ManualClock::new())?;
     /// assert!(l.try_acquire(&7).is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn hasher<S2>(self, hasher: S2) -> KeyedBuilder<K, S2> {
         KeyedBuilder {
@@ -66,7 +67,7 @@ impl<K, S> KeyedBuilder<K, S> {
     /// Let the map's quota and its plans' change while it runs, with
     /// [`KeyedLimiter::set_quota`] and [`KeyedLimiter::set_plan_quota`]. For the token bucket
     /// and the fixed window; [`KeyedBuilder::build`] refuses it for the others
-    /// ([`QuotaError::NotLive`]).
+    /// ([`KeyedError::NotLive`]).
     ///
     /// A change reaches every key of its plan as the single [`Live`](crate::Live) limiters'
     /// does (what was used carries over: see there). Requests read their plan's parameters
@@ -83,7 +84,7 @@ impl<K, S> KeyedBuilder<K, S> {
     /// assert!(per_ip.try_acquire_n(&7, 10).is_allowed()); // drained
     /// per_ip.set_quota(Quota::per_second(100)?)?; // loosened: at once, 10 of 100 used
     /// assert_eq!(per_ip.try_acquire(&7).remaining(), 89);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn live(mut self) -> Self {
         self.live = true;
@@ -107,7 +108,7 @@ impl<K, S> KeyedBuilder<K, S> {
     ///     .build_with_clock(ManualClock::new())?;
     /// assert!(l.try_acquire(&1u8).is_allowed());
     /// assert!(!l.try_acquire(&2u8).is_allowed()); // full of a key that is not idle
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn max_keys(mut self, max_keys: NonZeroUsize, when_full: WhenFull) -> Self {
         self.bound = Some((max_keys, when_full));
@@ -123,7 +124,7 @@ impl<K, S> KeyedBuilder<K, S> {
     ///     .capacity(10_000)
     ///     .build_with_clock(ManualClock::new())?;
     /// assert!(l.is_empty());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn capacity(mut self, keys: usize) -> Self {
         self.capacity = keys;
@@ -140,9 +141,9 @@ impl<K, S> KeyedBuilder<K, S> {
     /// use tollgate::{Algorithm, KeyedLimiter, Quota};
     /// let l = KeyedLimiter::<String>::builder(Algorithm::TokenBucket, Quota::per_minute(60)?).build()?;
     /// assert!(l.try_acquire("key-123").is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
-    pub fn build(self) -> Result<KeyedLimiter<K, MonotonicClock, S>, QuotaError>
+    pub fn build(self) -> Result<KeyedLimiter<K, MonotonicClock, S>, KeyedError>
     where
         K: Hash + Eq,
         S: BuildHasher,
@@ -160,9 +161,27 @@ impl<K, S> KeyedBuilder<K, S> {
     /// let l = KeyedLimiter::<u64>::builder(Algorithm::SlidingLog, Quota::per_second(2)?)
     ///     .build_with_clock(ManualClock::new())?;
     /// assert!(l.try_acquire(&1).is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
-    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<KeyedLimiter<K, C, S>, QuotaError>
+    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<KeyedLimiter<K, C, S>, KeyedError>
+    where
+        K: Hash + Eq,
+        S: BuildHasher,
+    {
+        if self.live
+            && !matches!(
+                self.algorithm,
+                Algorithm::TokenBucket | Algorithm::FixedWindow
+            )
+        {
+            return Err(KeyedError::NotLive);
+        }
+        Ok(self.assemble(clock)?)
+    }
+
+    /// The limiter, once `live` is known to fit the algorithm (the sliding window and the
+    /// sliding log are built in their one form).
+    pub(super) fn assemble<C: Clock>(self, clock: C) -> Result<KeyedLimiter<K, C, S>, QuotaError>
     where
         K: Hash + Eq,
         S: BuildHasher,
@@ -177,10 +196,10 @@ impl<K, S> KeyedBuilder<K, S> {
             (Algorithm::FixedWindow, false) => {
                 Maps::FixedWindow(Keyed::new(Plans::new(quota)?, hasher, capacity))
             }
-            (Algorithm::SlidingWindow, false) => {
+            (Algorithm::SlidingWindow, _) => {
                 Maps::SlidingWindow(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
             }
-            (Algorithm::SlidingLog, false) => {
+            (Algorithm::SlidingLog, _) => {
                 Maps::SlidingLog(Keyed::checked(Boxed::new(), quota, hasher, capacity)?)
             }
             (Algorithm::TokenBucket, true) => {
@@ -188,9 +207,6 @@ impl<K, S> KeyedBuilder<K, S> {
             }
             (Algorithm::FixedWindow, true) => {
                 Maps::LiveFixedWindow(Keyed::new(LivePlans::new(quota)?, hasher, capacity))
-            }
-            (Algorithm::SlidingWindow | Algorithm::SlidingLog, true) => {
-                return Err(QuotaError::NotLive)
             }
         };
         // The map's time starts now, aligned to the map's quota's window (or slot) length, so

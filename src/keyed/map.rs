@@ -14,6 +14,7 @@ use crate::quota::{Quota, QuotaError};
 use crate::sync::{AtomicU64, Ordering};
 
 use super::builder::KeyedBuilder;
+use super::error::KeyedError;
 use super::live::{LiveMap, LivePlans};
 use super::options::{Algorithm, KeyHasher, WhenFull};
 use super::pin::KeyedPin;
@@ -128,7 +129,7 @@ impl<K: Hash + Eq> KeyedLimiter<K> {
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     pub fn try_new(algorithm: Algorithm, quota: Quota) -> Result<Self, QuotaError> {
-        KeyedLimiter::builder(algorithm, quota).build()
+        KeyedLimiter::builder(algorithm, quota).assemble(MonotonicClock::new())
     }
 
     /// Settings beyond algorithm and quota: a bound on the keys, another hasher.
@@ -138,7 +139,7 @@ impl<K: Hash + Eq> KeyedLimiter<K> {
     /// let l = KeyedLimiter::<u64>::builder(Algorithm::FixedWindow, Quota::per_second(1)?)
     ///     .build_with_clock(ManualClock::new())?;
     /// assert!(l.is_empty());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn builder(algorithm: Algorithm, quota: Quota) -> KeyedBuilder<K> {
         KeyedBuilder {
@@ -170,7 +171,7 @@ impl<K: Hash + Eq, C: Clock> KeyedLimiter<K, C> {
         quota: Quota,
         clock: C,
     ) -> Result<Self, QuotaError> {
-        KeyedLimiter::builder(algorithm, quota).build_with_clock(clock)
+        KeyedLimiter::builder(algorithm, quota).assemble(clock)
     }
 }
 
@@ -275,9 +276,9 @@ where
     /// bucket change walks the map once (its keys of this plan), on the caller's thread.
     ///
     /// # Errors
-    /// [`QuotaError::NotLive`] if the map was not built with [`KeyedBuilder::live`]; what the
-    /// algorithm's live limiter refuses for `quota` (a window's new period, see
-    /// [`Live::set_quota`](crate::Live::set_quota)). The map keeps its quota.
+    /// [`KeyedError::NotLive`] if the map was not built with [`KeyedBuilder::live`]; what the
+    /// algorithm's live limiter refuses for `quota`, as [`KeyedError::Quota`] (a window's new
+    /// period, see [`Live::set_quota`](crate::Live::set_quota)). The map keeps its quota.
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
@@ -289,9 +290,9 @@ where
     /// assert!(!l.try_acquire(&"alice").is_allowed());
     /// assert!(l.try_acquire_n(&"bob", 2).is_allowed());
     /// assert_eq!(l.quota(), Quota::per_second(2)?);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
-    pub fn set_quota(&self, quota: Quota) -> Result<(), QuotaError> {
+    pub fn set_quota(&self, quota: Quota) -> Result<(), KeyedError> {
         self.set(&self.shared.quota, quota)
     }
 
@@ -315,19 +316,19 @@ where
     /// assert_eq!(l.try_acquire_with(&"dave", &pro).remaining(), 19);
     /// assert_eq!(l.plan_quota(&pro), Quota::per_second(20)?);
     /// assert_eq!(l.quota(), free); // other plans keep theirs
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
-    pub fn set_plan_quota(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
+    pub fn set_plan_quota(&self, plan: &Quota, quota: Quota) -> Result<(), KeyedError> {
         self.set(plan, quota)
     }
 
     /// A change of the plan named `plan`.
-    fn set(&self, plan: &Quota, quota: Quota) -> Result<(), QuotaError> {
+    fn set(&self, plan: &Quota, quota: Quota) -> Result<(), KeyedError> {
         let now = || self.now();
         match &self.maps {
-            Maps::LiveTokenBucket(m) => m.set_quota(plan, quota, now),
-            Maps::LiveFixedWindow(m) => m.set_quota(plan, quota, now),
-            _ => Err(QuotaError::NotLive),
+            Maps::LiveTokenBucket(m) => Ok(m.set_quota(plan, quota, now)?),
+            Maps::LiveFixedWindow(m) => Ok(m.set_quota(plan, quota, now)?),
+            _ => Err(KeyedError::NotLive),
         }
     }
 
@@ -426,7 +427,7 @@ where
     /// clock.advance(Duration::from_secs(1)); // alice is full again
     /// assert!(l.try_acquire(&"bob").is_allowed()); // the full map swept alice out
     /// assert_eq!(l.evicted_keys(), 1);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn evicted_keys(&self) -> u64 {
         // Relaxed: a count.

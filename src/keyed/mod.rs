@@ -42,6 +42,7 @@ mod slot;
 mod word;
 
 mod builder;
+mod error;
 mod inner;
 #[macro_use]
 mod map;
@@ -50,6 +51,7 @@ mod pin;
 mod request;
 
 pub use builder::KeyedBuilder;
+pub use error::KeyedError;
 use map::Keyed;
 pub use map::KeyedLimiter;
 pub use options::{Algorithm, KeyHasher, WhenFull};

@@ -64,7 +64,7 @@ impl Algorithm {
 /// assert!(limiter.try_acquire(&"alice").is_allowed());
 /// assert!(limiter.try_acquire(&"bob").is_allowed()); // judged by a throwaway limiter
 /// assert_eq!(limiter.len(), 1);
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WhenFull {

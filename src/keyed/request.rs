@@ -97,7 +97,7 @@ pub trait KeyedLimit<Q: ?Sized> {
     /// l.set_quota(Quota::per_second(8)?)?;
     /// assert_eq!(policy(&l), Quota::per_second(8)?);
     /// assert_eq!(policy(&l.pin()), Quota::per_second(8)?);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     fn quota(&self) -> Quota;
 }

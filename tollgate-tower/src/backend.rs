@@ -15,8 +15,8 @@ use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 
 use tollgate::{
-    Algorithm, Clock, Decision, HybridSketchLimiter, KeyHasher, KeyedLimit, KeyedLimiter,
-    MonotonicClock, Quota, QuotaError, SketchLimiter, WhenFull,
+    Algorithm, Clock, Decision, HybridSketchLimiter, KeyHasher, KeyedError, KeyedLimit,
+    KeyedLimiter, MonotonicClock, Quota, SketchLimiter, WhenFull,
 };
 
 /// A source of rate-limit decisions per key: in process ([`LocalBackend`]) or remote (a
@@ -176,7 +176,7 @@ pub struct KeyedBackend<K, L> {
 /// assert!(b.limiter().try_acquire(&7).is_allowed());
 /// b.limiter().set_quota(Quota::per_second(5)?)?;
 /// assert_eq!(b.quota(), Quota::per_second(5)?); // the quota in force
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 pub type LocalBackend<K, C = MonotonicClock, S = KeyHasher> =
     KeyedBackend<K, KeyedLimiter<K, C, S>>;
@@ -196,7 +196,7 @@ impl<K, L> KeyedBackend<K, L> {
     ///     .max_keys(NonZeroUsize::new(50_000).unwrap(), WhenFull::Deny)
     ///     .build()?;
     /// let b = tollgate_tower::LocalBackend::new(per_ip);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn new(limiter: L) -> Self {
         KeyedBackend {
@@ -288,9 +288,9 @@ impl<K: Hash + Eq> LocalBackend<K> {
     /// ```
     /// use tollgate::{Algorithm, Quota};
     /// let b = tollgate_tower::LocalBackend::<std::net::IpAddr>::try_new(Algorithm::SlidingWindow, Quota::per_minute(60)?)?;
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
-    pub fn try_new(algorithm: Algorithm, quota: Quota) -> Result<Self, QuotaError> {
+    pub fn try_new(algorithm: Algorithm, quota: Quota) -> Result<Self, KeyedError> {
         Self::try_with_clock(algorithm, quota, MonotonicClock::new())
     }
 }
@@ -305,13 +305,13 @@ impl<K: Hash + Eq, C: Clock> LocalBackend<K, C> {
     /// ```
     /// use tollgate::{Algorithm, ManualClock, Quota};
     /// let b = tollgate_tower::LocalBackend::<u64, _>::try_with_clock(Algorithm::FixedWindow, Quota::per_second(9)?, ManualClock::new())?;
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn try_with_clock(
         algorithm: Algorithm,
         quota: Quota,
         clock: C,
-    ) -> Result<Self, QuotaError> {
+    ) -> Result<Self, KeyedError> {
         let limiter = KeyedLimiter::builder(algorithm, quota)
             .max_keys(DEFAULT_BOUND, WhenFull::Deny)
             .build_with_clock(clock)?;
@@ -326,7 +326,7 @@ impl<K, L> KeyedBackend<K, L> {
     /// use tollgate::{Algorithm, ManualClock, Quota};
     /// let b = tollgate_tower::LocalBackend::<u64, _>::try_with_clock(Algorithm::TokenBucket, Quota::per_second(9)?, ManualClock::new())?;
     /// assert_eq!(b.limiter().evict_idle(), 0);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn limiter(&self) -> &L {
         &self.limiter
@@ -363,7 +363,7 @@ where
 /// let per_ip = Arc::new(KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(10)?).live().build()?);
 /// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
 /// per_ip.set_quota(Quota::per_second(50)?)?; // the running layer limits at 50/s from now
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 impl<K, C, S> Backend for std::sync::Arc<KeyedLimiter<K, C, S>>
 where

@@ -45,7 +45,7 @@ use crate::stats::Stats;
 ///     .layer(RateLimitLayer::new(PeerIp::default(), per_client));
 /// // Serve with `app.into_make_service_with_connect_info::<std::net::SocketAddr>()` so
 /// // `PeerIp` sees each connection's address.
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 pub struct RateLimitLayer<X, Bk: Backend, H = DefaultReject> {
     pub(crate) config: Arc<Config<X, Bk>>,
@@ -83,7 +83,7 @@ impl<X: Clone, Bk: Backend> RateLimitLayer<X, Bk> {
     /// use tollgate::{Algorithm, Quota};
     /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1000)?)?);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn new(extractor: X, backend: impl IntoBackend<Backend = Bk>) -> Self {
         let backend = backend.into_backend();
@@ -197,7 +197,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, HeaderMode};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .headers(HeaderMode::DenyOnly);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn headers(mut self, mode: HeaderMode) -> Self {
         self.config().header_mode = mode;
@@ -211,7 +211,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer, MissingKey};
     /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .on_missing_key(MissingKey::Shared("0.0.0.0".parse().unwrap()));
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn on_missing_key(mut self, answer: MissingKey<Bk::Key>) -> Self {
         self.config().missing = answer;
@@ -225,7 +225,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, OnError};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .on_error(OnError::Allow);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn on_error(mut self, answer: OnError) -> Self {
         self.config().on_error = answer;
@@ -240,7 +240,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .exceeds_capacity_status(http::StatusCode::PAYLOAD_TOO_LARGE);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn exceeds_capacity_status(mut self, status: StatusCode) -> Self {
         self.config().exceeds = status;
@@ -258,7 +258,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .shadow(true);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn shadow(mut self, on: bool) -> Self {
         self.config().shadow = on;
@@ -275,7 +275,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// use http::Method;
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .exempt_methods([Method::HEAD]);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn exempt_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
         self.config().exempt = methods.into_iter().collect();
@@ -292,7 +292,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .exempt_cors_preflight(true);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn exempt_cors_preflight(mut self, on: bool) -> Self {
         self.config().cors_preflight = on;
@@ -348,7 +348,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .partition_key(|ip| ip.to_string().into_bytes());
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn partition_key(
         mut self,
@@ -367,7 +367,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .legacy_headers(true);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn legacy_headers(mut self, on: bool) -> Self {
         self.config().legacy = on;
@@ -409,7 +409,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .expose_shared_state(true);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn expose_shared_state(mut self, on: bool) -> Self {
         self.config().expose_shared = on;
@@ -426,7 +426,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1 << 20)?)?)
     ///     .cost(tollgate_tower::content_length_cost)
     ///     .quota_unit(QuotaUnit::ContentBytes);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn quota_unit(mut self, unit: QuotaUnit) -> Self {
         let config = self.config();
@@ -452,7 +452,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
     ///     .outage_retry_after(std::time::Duration::from_secs(5));
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn outage_retry_after(mut self, wait: core::time::Duration) -> Self {
         self.config().outage_retry_after = HeaderValue::from(crate::headers::ceil_secs(wait));
@@ -469,7 +469,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// // A quota of 1 MiB per second, counted in KiB.
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1024)?)?)
     ///     .cost(|parts| tollgate_tower::content_length_cost(parts).div_ceil(1024).max(1));
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn cost(
         mut self,
@@ -487,7 +487,7 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
     /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?);
     /// let stats = layer.stats();
     /// assert_eq!(stats.errors(), 0);
-    /// # Ok::<(), tollgate::QuotaError>(())
+    /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     pub fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.config.stats)

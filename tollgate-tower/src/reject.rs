@@ -122,7 +122,7 @@ impl<R: Default> Reject<R> for DefaultReject {
 /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
 /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
 ///     .on_reject(|r: &tollgate_tower::Rejection<'_>| r.default_response::<String>());
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct RejectFn<F>(pub(crate) F);

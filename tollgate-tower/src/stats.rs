@@ -10,7 +10,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
 /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?);
 /// assert_eq!(layer.stats().denied(), 0);
-/// # Ok::<(), tollgate::QuotaError>(())
+/// # Ok::<(), tollgate::KeyedError>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct Stats {
