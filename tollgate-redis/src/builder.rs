@@ -214,6 +214,17 @@ impl RedisLimiterBuilder {
             match self.target {
                 Target::Server(client) => {
                     let client = with_tcp_settings(client)?;
+                    // One attempt first: a certificate refused, a password refused or a server
+                    // that does not answer as Redis is final and reported as it is, at once.
+                    // Only a connection refused, dropped or slow (a server starting or
+                    // restarting) is tried again, by the manager, until the deadline.
+                    if let Err(e) = client.get_multiplexed_async_connection().await
+                        && !(e.is_connection_refusal()
+                            || e.is_connection_dropped()
+                            || e.is_timeout())
+                    {
+                        return Err(e);
+                    }
                     let config = ConnectionManagerConfig::new()
                         .set_connection_timeout(Some(deadline))
                         .set_response_timeout(None)

@@ -2,7 +2,8 @@
 //! `READONLY` after a replica promotion) is an outage — a typed `Error::Unavailable`, counted
 //! by the breaker, answered by the policy within the deadline — while a key of the wrong type
 //! is a bug, denied and reported whatever the policy. And calls queued behind a frozen server
-//! past their deadline: counted by Redis when it resumes, never admitted twice.
+//! past their deadline: counted by Redis when it resumes, never admitted twice. And a refused
+//! password: reported at `build`, at once.
 
 mod common;
 
@@ -274,4 +275,36 @@ async fn calls_queued_behind_a_frozen_server_are_counted_not_admitted() {
         "{admitted} admitted, {} left at the peek: never above the quota less what was counted",
         peek.remaining()
     );
+}
+
+/// A refused password ends `build` at once with the server's refusal (not a timeout after
+/// retries until the connect deadline: the manager's six retries wait 2.5 s in all), and no
+/// password at all is a typed error too; the right one builds and counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_password_is_reported_at_build_not_retried() {
+    let server = RedisServer::start_with_password("s3cret");
+    let quota = Quota::per_hour(2).unwrap();
+    let at = |auth: &str| format!("redis://{auth}127.0.0.1:{}/", server.port);
+    let build = |url: String| {
+        RedisLimiter::builder(url, Algorithm::FixedWindow, quota)
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+    };
+    let wrong = build(at(":wrong@")).await.unwrap_err();
+    assert!(matches!(wrong, Error::Connection(_)), "{wrong}");
+    assert!(
+        wrong.to_string().contains("AuthenticationFailed"),
+        "{wrong}"
+    );
+    let none = build(at("")).await.unwrap_err();
+    assert!(!matches!(none, Error::Timeout { .. }), "{none}");
+    assert!(none.to_string().contains("NOAUTH"), "{none}");
+    let l = build(at(":s3cret@")).await.expect("the right password");
+    let admitted: Vec<bool> = l
+        .try_acquire_many((0..3).map(|_| ("k", 1)))
+        .await
+        .into_iter()
+        .map(|d| d.unwrap().is_allowed())
+        .collect();
+    assert_eq!(admitted, [true, true, false]);
 }

@@ -62,6 +62,15 @@ impl RedisServer {
         RedisServer::start_full(port, extra, Vec::new())
     }
 
+    /// A standalone server that asks clients for `password` (`requirepass`); the harness's
+    /// `redis-cli` gives it.
+    pub fn start_with_password(password: &str) -> RedisServer {
+        let pass = |flag: &str| vec![flag.to_owned(), password.to_owned()];
+        let mut cli = pass("-a");
+        cli.push("--no-auth-warning".to_owned());
+        RedisServer::start_full(free_port(false), pass("--requirepass"), cli)
+    }
+
     /// A server that speaks TLS only (`--port 0`, `--tls-port` a free port) with the
     /// certificate `cert` and its key `key`, clients not asked for certificates; the harness's
     /// `redis-cli` trusts `ca`.
