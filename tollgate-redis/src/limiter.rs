@@ -176,7 +176,9 @@ impl RedisLimiter {
     }
 
     /// Asks for many keys at once, each `(key, n)`: the calls go out together on the one
-    /// connection (pipelined) and the answers come back in the same order.
+    /// connection (pipelined) and the answers come back in the same order. Calls on one key
+    /// within a batch are counted as Redis receives them, which on a cluster need not be the
+    /// batch's order (a call a node first refuses with `NOSCRIPT` runs again after the load).
     ///
     /// ```no_run
     /// # async fn f(l: tollgate_redis::RedisLimiter) {

@@ -32,7 +32,7 @@ mod with_tls {
     use tollgate_redis::Source;
 
     use super::*;
-    use crate::common::RedisServer;
+    use crate::common::{RedisCluster, RedisServer};
 
     /// The message when the machine lacks what the TLS test needs: it fails, never skips.
     const NEEDED: &str = "the TLS test needs `openssl` and a redis-server built with TLS \
@@ -53,9 +53,10 @@ mod with_tls {
     }
 
     /// A certificate authority and a server certificate it signed for 127.0.0.1, in a fresh
-    /// directory: (dir, ca.crt, server.crt, server.key).
-    fn certificates() -> (PathBuf, PathBuf, PathBuf, PathBuf) {
-        let dir = std::env::temp_dir().join(format!("tollgate-tls-{}", std::process::id()));
+    /// directory of its own per `name` (tests run in parallel): (dir, ca.crt, server.crt,
+    /// server.key).
+    fn certificates(name: &str) -> (PathBuf, PathBuf, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("tollgate-tls-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ec = [
             "-newkey",
@@ -135,7 +136,7 @@ mod with_tls {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rediss_reaches_a_tls_only_server() {
         assert_server_has_tls();
-        let (dir, ca, crt, key) = certificates();
+        let (dir, ca, crt, key) = certificates("server");
         let server = RedisServer::start_tls(&crt, &key, &ca);
         assert_eq!(server.cli(&["PING"]).trim(), "PONG");
         let url = format!("rediss://127.0.0.1:{}/", server.port);
@@ -187,6 +188,68 @@ mod with_tls {
             .unwrap_err();
         assert!(refused.is_unavailable(), "{refused}");
         drop(server);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A cluster of three primaries that speak TLS only (to clients and on their bus): every
+    /// algorithm's keys spread over all three over `rediss://`, each key at exactly its quota;
+    /// a client that does not trust the authority is refused at `build`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rediss_reaches_a_tls_only_cluster() {
+        assert_server_has_tls();
+        let (dir, ca, crt, key) = certificates("cluster");
+        let cluster = RedisCluster::start_tls(&crt, &key, &ca);
+        let urls = cluster.urls();
+        assert!(urls.iter().all(|u| u.starts_with("rediss://")), "{urls:?}");
+        let client = redis::cluster::ClusterClient::builder(urls.clone())
+            .certs(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(std::fs::read(&ca).unwrap()),
+            })
+            .build()
+            .unwrap();
+        let quota = Quota::per_hour(3).unwrap();
+        for algorithm in Algorithm::ALL {
+            let l = RedisLimiter::builder(client.clone(), algorithm, quota)
+                .timeout(Duration::from_secs(5))
+                .key_prefix(format!("tls{algorithm:?}"))
+                .build()
+                .await
+                .unwrap_or_else(|e| panic!("{algorithm:?} on a TLS cluster: {e}"));
+            let keys: Vec<String> = (0..30).map(|i| format!("user:{i}")).collect();
+            let calls = keys
+                .iter()
+                .flat_map(|k| (0..4).map(move |_| (k.as_str(), 1)));
+            let admitted: Vec<bool> = l
+                .try_acquire_many(calls)
+                .await
+                .into_iter()
+                .map(|d| d.unwrap().is_allowed())
+                .collect();
+            // Calls of one batch may reach a node in any order (a node that first answers
+            // `NOSCRIPT` runs that call after the script is loaded): counted per key.
+            for (k, four) in keys.iter().zip(admitted.chunks(4)) {
+                let n = four.iter().filter(|&&a| a).count();
+                assert_eq!(n, 3, "{algorithm:?} {k}: {four:?}");
+            }
+        }
+        let spread = cluster.keys_per_node();
+        assert!(
+            spread.iter().all(|&n| n > 0),
+            "keys per primary: {spread:?}"
+        );
+        // The platform's roots only: every node's certificate is refused.
+        let untrusted = RedisLimiter::builder(
+            tollgate_redis::Target::cluster(&urls),
+            Algorithm::TokenBucket,
+            quota,
+        )
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap_err();
+        assert!(untrusted.is_unavailable(), "{untrusted}");
+        drop(cluster);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

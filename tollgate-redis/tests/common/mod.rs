@@ -76,23 +76,8 @@ impl RedisServer {
     /// `redis-cli` trusts `ca`.
     pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> RedisServer {
         let port = free_port(false);
-        let path = |p: &Path| p.to_string_lossy().into_owned();
-        let extra = [
-            "--port".into(),
-            "0".into(),
-            "--tls-port".into(),
-            port.to_string(),
-            "--tls-cert-file".into(),
-            path(cert),
-            "--tls-key-file".into(),
-            path(key),
-            "--tls-ca-cert-file".into(),
-            path(ca),
-            "--tls-auth-clients".into(),
-            "no".into(),
-        ];
-        let cli = vec!["--tls".into(), "--cacert".into(), path(ca)];
-        RedisServer::start_full(port, extra.to_vec(), cli)
+        let (extra, cli) = tls_args(port, cert, key, ca);
+        RedisServer::start_full(port, extra, cli)
     }
 
     fn start_full(port: u16, extra: Vec<String>, cli_extra: Vec<String>) -> RedisServer {
@@ -144,8 +129,11 @@ impl RedisServer {
         }
     }
 
+    /// `redis://`, or `rediss://` for a server that speaks TLS only.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let tls = self.cli_extra.first().is_some_and(|a| a == "--tls");
+        let scheme = if tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
     /// Runs `redis-cli` against this server; its standard output.
@@ -257,13 +245,36 @@ impl Drop for RedisServer {
     }
 }
 
+/// The arguments of a server that speaks TLS only on `port` (`--port 0`), with the certificate
+/// `cert` and its key `key`, clients not asked for certificates; and `redis-cli`'s, trusting
+/// `ca`.
+fn tls_args(port: u16, cert: &Path, key: &Path, ca: &Path) -> (Vec<String>, Vec<String>) {
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let server = vec![
+        "--port".into(),
+        "0".into(),
+        "--tls-port".into(),
+        port.to_string(),
+        "--tls-cert-file".into(),
+        path(cert),
+        "--tls-key-file".into(),
+        path(key),
+        "--tls-ca-cert-file".into(),
+        path(ca),
+        "--tls-auth-clients".into(),
+        "no".into(),
+    ];
+    let cli = vec!["--tls".into(), "--cacert".into(), path(ca)];
+    (server, cli)
+}
+
 /// A Redis Cluster of three primaries on loopback, created with `redis-cli --cluster create`.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
 }
 
 /// A node's arguments: cluster mode, its own config file, a 2 s node timeout, and `extra`.
-fn cluster_node(port: u16, extra: &[&str]) -> RedisServer {
+fn cluster_args(port: u16, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = [
         "--cluster-enabled",
         "yes",
@@ -276,7 +287,21 @@ fn cluster_node(port: u16, extra: &[&str]) -> RedisServer {
     .map(|s| s.to_string())
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    RedisServer::start_with(port, args)
+    args
+}
+
+fn cluster_node(port: u16, extra: &[&str]) -> RedisServer {
+    RedisServer::start_with(port, cluster_args(port, extra))
+}
+
+/// A port free for a node and its bus, and not one of `taken`'s.
+fn node_port(taken: &[RedisServer]) -> u16 {
+    loop {
+        let p = free_port(true);
+        if taken.iter().all(|n| n.port != p) {
+            break p;
+        }
+    }
 }
 
 impl RedisCluster {
@@ -288,17 +313,36 @@ impl RedisCluster {
     pub fn start_with(extra: &[&str]) -> RedisCluster {
         let mut nodes: Vec<RedisServer> = Vec::new();
         while nodes.len() < 3 {
-            let port = free_port(true);
-            if nodes.iter().any(|n| n.port == port) {
-                continue;
-            }
-            nodes.push(cluster_node(port, extra));
+            nodes.push(cluster_node(node_port(&nodes), extra));
         }
+        RedisCluster::form(nodes)
+    }
+
+    /// Three primaries that speak TLS only, to clients and on the cluster bus, with the
+    /// certificate `cert` (for 127.0.0.1) and its key `key`; the harness's `redis-cli` trusts
+    /// `ca`, and the nodes' URLs are `rediss://`.
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> RedisCluster {
+        let mut nodes: Vec<RedisServer> = Vec::new();
+        while nodes.len() < 3 {
+            let port = node_port(&nodes);
+            let (tls, cli) = tls_args(port, cert, key, ca);
+            let mut args =
+                cluster_args(port, &["--tls-cluster", "yes", "--tls-replication", "yes"]);
+            args.extend(tls);
+            nodes.push(RedisServer::start_full(port, args, cli));
+        }
+        RedisCluster::form(nodes)
+    }
+
+    /// Joins `nodes` into one cluster (`redis-cli --cluster create`, no replicas) and waits
+    /// until every node sees all slots served.
+    fn form(nodes: Vec<RedisServer>) -> RedisCluster {
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         let out = Command::new("redis-cli")
+            .args(&nodes[0].cli_extra)
             .args(["--cluster", "create"])
             .args(&addrs)
             .args(["--cluster-replicas", "0", "--cluster-yes"])
@@ -331,13 +375,7 @@ impl RedisCluster {
     /// A new node, started with `extra` too, joined as a replica of `nodes[primary]` and
     /// synced (its link up, its offset the primary's).
     pub fn add_replica(&self, primary: usize, extra: &[&str]) -> RedisServer {
-        let port = loop {
-            let p = free_port(true);
-            if self.nodes.iter().all(|n| n.port != p) {
-                break p;
-            }
-        };
-        let replica = cluster_node(port, extra);
+        let replica = cluster_node(node_port(&self.nodes), extra);
         let p = &self.nodes[primary];
         replica.cli(&["CLUSTER", "MEET", "127.0.0.1", &p.port.to_string()]);
         let id = p.id();
