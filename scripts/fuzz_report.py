@@ -221,12 +221,11 @@ def plants(seconds, work):
             with open(path, "w") as f:
                 f.write(original)
         stats = dict((k, int(v)) for k, v in STAT.findall(text))
-        rel = os.path.relpath(path, copy)
         if code != 0 or arts:
-            rows.append(f"| {what} (`{rel}`) | `{target}` | {taken:.1f} s | {stats.get('number_of_executed_units', 0):,} | {failure_line(text)} |")
+            rows.append(f"| {what} | `{target}` | {taken:.1f} s | {stats.get('number_of_executed_units', 0):,} | {failure_line(text)} |")
         else:
             missed.append(what)
-            rows.append(f"| {what} (`{rel}`) | `{target}` | not in {seconds} s | {stats.get('number_of_executed_units', 0):,} | — |")
+            rows.append(f"| {what} | `{target}` | not in {seconds} s | {stats.get('number_of_executed_units', 0):,} | — |")
     head = [
         "Each defect written into a copy of the tree (scripts/fuzz_report.py's `PLANTS`), its",
         f"target fuzzed from an empty corpus for at most {seconds} s; the time includes the",

@@ -13,7 +13,6 @@ cd "$(dirname "$0")/../.."
 
 CARGO_FUZZ_VERSION=0.13.1
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
-TARGETS=(quota token_bucket fixed_window sliding_window sliding_log keyed leased live sketch sketch_hybrid)
 
 step() { echo "--- fuzz: $* ($SECONDS s)"; }
 
@@ -53,6 +52,9 @@ fi
 
 step "building the fuzz targets (sanitizer, debug assertions)"
 fuzz build
+# Every target fuzz/Cargo.toml declares.
+mapfile -t TARGETS < <(fuzz list)
+[ "${#TARGETS[@]}" -gt 0 ] || { echo "fuzz: no targets listed" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
