@@ -296,8 +296,10 @@ fn leased_mutant_is_the_real_protocol_with_its_planted_lines() {
     ] {
         assert_planted_only(&format!("leased {f}"), real(f), copy(f));
     }
-    // The give-back plants nothing of its own: it runs the planted `exchange`.
-    assert_eq!(real("fn give_back("), copy("fn give_back("));
+    // These plant nothing of their own: they run the planted `covers` and `exchange`.
+    for f in ["fn spend(", "fn take(", "fn give_back("] {
+        assert_eq!(real(f), copy(f), "leased {f}");
+    }
 }
 
 #[test]

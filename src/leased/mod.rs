@@ -316,14 +316,36 @@ fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
     p.tokens(p.capacity)
 }
 
-impl<C: Clock + 'static> Limiter for Leased<C> {
-    #[inline]
-    fn try_acquire_n(&self, n: u64) -> Decision {
+impl<C: Clock + 'static> Leased<C> {
+    /// Every request the thread's first slot cannot spend without a clock read: a clock check
+    /// due, a lease to renew, a cost it does not cover, another slot, or no table at all.
+    #[cold]
+    #[inline(never)]
+    fn acquire_slow(&self, n: u64) -> Decision {
         self.with_holder(
             |shared, h| shared.acquire(h, n),
             // No thread-local slot: decide on the bucket alone, exactly.
             |shared| shared.core().acquire(shared.now(), n),
         )
+    }
+}
+
+impl<C: Clock + 'static> Limiter for Leased<C> {
+    #[inline]
+    fn try_acquire_n(&self, n: u64) -> Decision {
+        // The usual request: a spend from the lease in the thread's first slot, no clock read;
+        // the frame holds only that, everything else is in `acquire_slow`.
+        let key = self.key();
+        let shared = &*self.shared;
+        let spent = SLOTS.try_with(|slots| {
+            let mut slots = slots.try_borrow_mut().ok()?;
+            let first = slots.first_mut().filter(|s| s.key == key)?;
+            shared.spend(&mut first.holder, n)
+        });
+        match spent {
+            Ok(Some(d)) => d,
+            _ => self.acquire_slow(n),
+        }
     }
 }
 

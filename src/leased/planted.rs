@@ -74,24 +74,42 @@ impl<C: Clock> Mutant<C> {
         left >= n
     }
 
+    /// A spend from this thread's lease with no clock read: the lease covers `n`, `n` is
+    /// neither 0 nor above the bypass, and the lease's clock check is not due. `None` when any
+    /// of that fails: the request then takes [`Shared::acquire`].
+    #[inline(always)]
+    pub(crate) fn spend(&self, h: &mut Holder, n: u64) -> Option<Decision> {
+        if n != 0 && n <= self.bypass && h.until_check != 0 && self.covers(h.left, n) {
+            h.until_check -= 1;
+            Some(self.take(h, n))
+        } else {
+            None
+        }
+    }
+
+    /// `n` out of the lease `h` covers: the admission.
+    #[inline(always)]
+    fn take(&self, h: &mut Holder, n: u64) -> Decision {
+        h.left = h.left.saturating_sub(n);
+        h.spent += n;
+        Decision::allowed(h.level + h.left, h.reset_ns)
+    }
+
     /// One request through this thread's lease `h`.
     #[inline]
     pub(crate) fn acquire(&self, h: &mut Holder, n: u64) -> Decision {
+        if let Some(d) = self.spend(h, n) {
+            return d;
+        }
         if n != 0 && n <= self.bypass && self.covers(h.left, n) {
-            if h.until_check == 0 {
-                let now = self.now();
-                // PLANTED: the expiry check skipped under `TtlIgnored`
-                if now < h.granted_at || (now >= h.expires_at && !self.planted(Planted::TtlIgnored))
-                {
-                    return self.renew(h, now, n);
-                }
-                h.until_check = self.lease.clock_every - 1;
-            } else {
-                h.until_check -= 1;
+            // The lease covers it and its clock check is due.
+            let now = self.now();
+            // PLANTED: the expiry check skipped under `TtlIgnored`
+            if now < h.granted_at || (now >= h.expires_at && !self.planted(Planted::TtlIgnored)) {
+                return self.renew(h, now, n);
             }
-            h.left = h.left.saturating_sub(n);
-            h.spent += n;
-            return Decision::allowed(h.level + h.left, h.reset_ns);
+            h.until_check = self.lease.clock_every - 1;
+            return self.take(h, n);
         }
         let now = self.now();
         if n == 0 || n > self.bypass {
