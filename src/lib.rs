@@ -214,10 +214,6 @@ pub mod __loom {
     }
 }
 
-pub use algo::fixed_window::FixedWindow;
-pub use algo::sliding_log::SlidingLog;
-pub use algo::sliding_window::SlidingWindow;
-pub use algo::token_bucket::TokenBucket;
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
@@ -233,7 +229,7 @@ pub use keyed::KeyedLimit;
 pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, WhenFull};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
-pub use limiter::{Limiter, RateLimiter};
+pub use limiter::{FixedWindow, Limiter, RateLimiter, SlidingLog, SlidingWindow, TokenBucket};
 #[cfg(feature = "std")]
 pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
 #[cfg(feature = "std")]

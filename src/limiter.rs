@@ -1,9 +1,13 @@
 //! The `Limiter` trait: what every algorithm, lock-free or mutex twin, answers; and
-//! `RateLimiter`, the one public shape of the four lock-free limiters.
+//! `RateLimiter`, the one public shape of the four lock-free limiters, which are its aliases.
 
+use crate::algo::fixed_window::Fixed;
+use crate::algo::sliding_log::{Log, SlidingLogCore};
+use crate::algo::sliding_window::{Geometry, Sliding};
+use crate::algo::token_bucket::Gcra;
 use crate::algo::{Algo, AlwaysFits, Core};
 use crate::clock::{Clock, Origin};
-use crate::quota::Quota;
+use crate::quota::{Quota, QuotaError};
 use crate::Decision;
 
 /// A rate limiter: admits or denies requests, each of some cost.
@@ -225,5 +229,161 @@ impl<A: Algo, C: Clock> Limiter for RateLimiter<A, C> {
 
     fn refund(&self, n: u64) -> u64 {
         A::refund(&self.core.state, &self.core.params, self.now_ns(), n)
+    }
+}
+
+/// A lock-free token bucket (GCRA): bursts up to the quota's burst, then a steady
+/// `limit / period`, refilled continuously and exactly. The whole state is one `AtomicU64`.
+///
+/// A fresh bucket is full; an idle bucket refills to its capacity and no further.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, TokenBucket};
+///
+/// let clock = ManualClock::new();
+/// let bucket = TokenBucket::with_clock(Quota::per_second(5)?, clock.clone());
+/// let passed = (0..10).filter(|_| bucket.try_acquire().is_allowed()).count();
+/// assert_eq!(passed, 5); // the burst
+/// clock.advance(Duration::from_millis(200));
+/// assert!(bucket.try_acquire().is_allowed()); // one token per 200 ms
+/// assert!(!bucket.try_acquire().is_allowed());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub type TokenBucket<C = DefaultClock> = RateLimiter<Gcra, C>;
+
+/// A lock-free fixed-window counter: at most `limit` admissions per window
+/// `[k·period, (k+1)·period)`, windows counted from the clock's zero. One `AtomicU64`.
+///
+/// Cheapest of all, but up to twice the limit can pass within moments across a window edge.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{FixedWindow, Limiter, ManualClock, Quota};
+///
+/// let clock = ManualClock::new();
+/// let window = FixedWindow::with_clock(Quota::per_second(5)?, clock.clone());
+/// clock.set(Duration::from_millis(1_990));
+/// let before = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
+/// clock.set(Duration::from_millis(2_010)); // a new window has begun
+/// let after = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
+/// assert_eq!(before + after, 10); // twice the limit within 20 ms: the fixed window's edge
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub type FixedWindow<C = DefaultClock> = RateLimiter<Fixed, C>;
+
+/// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
+/// `K` slots (8 by default) without a background thread. Memory: a head of 8 bytes (16 for
+/// limits too large to share 64 bits with the slot number twice) and `8 × (K + 1)` bytes of
+/// ring, whatever the limit. An admission in the current slot is one load and one
+/// compare-exchange, as the fixed window's.
+///
+/// An admission counts for at least `period` and at most `period + period / K`: no window of
+/// length `period` ever holds more than `limit`, and a burst at a window edge is held to the
+/// limit.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
+///
+/// let clock = ManualClock::new();
+/// let window = SlidingWindow::with_clock(Quota::per_second(5)?, clock.clone());
+/// clock.set(Duration::from_millis(1_990));
+/// let before = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
+/// clock.set(Duration::from_millis(2_010));
+/// let after = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
+/// assert_eq!(before + after, 5); // the edge burst is held to the limit
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub type SlidingWindow<C = DefaultClock> = RateLimiter<Sliding, C>;
+
+impl<C: Clock> RateLimiter<Sliding, C> {
+    /// A sliding window of `slots` slots (1 to 4096): more slots, closer to the exact log,
+    /// at 8 bytes each and one more load when the head moves to a new slot or a request is
+    /// denied (an admission in the current slot reads the head alone).
+    ///
+    /// # Errors
+    /// [`QuotaError::InvalidSlots`] outside `1..=4096`; [`QuotaError::RateTooHigh`] if the
+    /// slots are too short for the counter and slot number to share a word.
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, SlidingWindow};
+    /// // 100 slots of 10 ms.
+    /// let w = SlidingWindow::try_with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
+    /// assert!(SlidingWindow::try_with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
+    /// # let _ = w;
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn try_with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
+        let core = Core::with_params(Geometry::new(&quota, slots)?)?;
+        Ok(RateLimiter::from_core(core, clock))
+    }
+}
+
+/// The exact sliding-window log: an admission at `s` counts while `now - s < period`, so
+/// every window of length `period`, wherever it starts, holds at most `limit` admissions.
+///
+/// Memory: `8 × limit` bytes, allocated once. Denials are read-only; admissions take a short
+/// per-limiter lock (see the module notes): exactness over `limit` words costs that.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
+///
+/// let clock = ManualClock::new();
+/// let log = SlidingLog::try_with_clock(Quota::try_new(3, Duration::from_secs(2))?, clock.clone())?;
+/// for _ in 0..3 {
+///     assert!(log.try_acquire().is_allowed());
+///     clock.advance(Duration::from_millis(300));
+/// }
+/// let denied = log.try_acquire(); // at 900 ms: three in the last 2 s
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(1_100)));
+/// clock.advance(Duration::from_millis(1_100));
+/// assert!(log.try_acquire().is_allowed()); // the first left the window at 2 s
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub type SlidingLog<C = DefaultClock> = RateLimiter<Log, C>;
+
+#[cfg(feature = "std")]
+impl RateLimiter<Log> {
+    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock), or
+    /// [`QuotaError::LogTooLarge`] if its `8 × limit` bytes cannot be allocated.
+    ///
+    /// # Errors
+    /// [`QuotaError::LogTooLarge`].
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota, SlidingLog};
+    /// let log = SlidingLog::try_new(Quota::per_second(100)?)?;
+    /// assert!(log.try_acquire().is_allowed());
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn try_new(quota: Quota) -> Result<Self, QuotaError> {
+        SlidingLog::try_with_clock(quota, crate::MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> RateLimiter<Log, C> {
+    /// A sliding log that reads time from `clock`, or [`QuotaError::LogTooLarge`] if its
+    /// `8 × limit` bytes cannot be allocated.
+    ///
+    /// # Errors
+    /// [`QuotaError::LogTooLarge`].
+    ///
+    /// ```
+    /// use tollgate::{ManualClock, Quota, QuotaError, SlidingLog};
+    /// let year = std::time::Duration::from_secs(365 * 86_400);
+    /// let huge = Quota::try_new(1 << 47, year)?; // 1 PiB of log
+    /// assert!(matches!(
+    ///     SlidingLog::try_with_clock(huge, ManualClock::new()),
+    ///     Err(QuotaError::LogTooLarge { .. })
+    /// ));
+    /// # Ok::<(), tollgate::QuotaError>(())
+    /// ```
+    pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
+        Ok(RateLimiter::from_core(
+            SlidingLogCore::try_new(&quota)?,
+            clock,
+        ))
     }
 }

@@ -130,9 +130,10 @@ const SLOT: &str = include_str!("../../src/keyed/slot.rs");
 const SLOT_PLANTED: &str = include_str!("../../src/keyed/slot/planted.rs");
 const WORD: &str = include_str!("../../src/keyed/word.rs");
 const WORD_PLANTED: &str = include_str!("../../src/keyed/word/planted.rs");
-const LIVE: &str = include_str!("../../src/live.rs");
+const LIVE: &str = include_str!("../../src/live/mod.rs");
 const LIVE_PLANTED: &str = include_str!("../../src/live/planted.rs");
-const BUCKET_PLANTED: &str = include_str!("../../src/algo/token_bucket/planted.rs");
+const LIVE_BUCKET: &str = include_str!("../../src/live/token_bucket.rs");
+const BUCKET_PLANTED: &str = include_str!("../../src/live/token_bucket/planted.rs");
 const KEYED_LIVE: &str = include_str!("../../src/keyed/live.rs");
 const KEYED_LIVE_PLANTED: &str = include_str!("../../src/keyed/live/planted.rs");
 const GROUP: &str = include_str!("../../src/group/mod.rs");
@@ -378,13 +379,7 @@ fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
             "fn try_acquire_n<",
         ),
     );
-    let bucket = |f: &str| {
-        function(
-            TOKEN_BUCKET,
-            "impl crate::live::Retune for Gcra",
-            &format!("{f}("),
-        )
-    };
+    let bucket = |f: &str| function(LIVE_BUCKET, "impl Retune for Gcra", &format!("{f}("));
     let copy = |f: &str| function(BUCKET_PLANTED, "/// `Retune::", &format!("{f}<"));
     assert_planted_only("Gcra::publish", bucket("fn publish"), copy("fn publish"));
     // The request plants nothing of its own: it runs the planted loop.
@@ -392,7 +387,7 @@ fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
     assert_planted_only(
         "token_bucket::counted_in",
         function(
-            TOKEN_BUCKET,
+            LIVE_BUCKET,
             "/// The parameters a live word of epoch",
             "fn counted_in(",
         ),
@@ -400,7 +395,7 @@ fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
     );
     assert_eq!(
         function(
-            TOKEN_BUCKET,
+            LIVE_BUCKET,
             "/// The live bucket's compare-exchange loop",
             "fn live_update<"
         ),

@@ -45,7 +45,6 @@
 
 use super::{count_mask, update, Algo, AlwaysFits, Step};
 use crate::decision::Decision;
-use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{Quota, QuotaError, WindowParams, HORIZON};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -164,99 +163,6 @@ impl Algo for Fixed {
 }
 
 impl AlwaysFits for Fixed {}
-
-/// Window parameters as four words, for a live limiter's parameter cell.
-#[cfg(feature = "std")]
-pub(crate) fn window_words(p: &WindowParams, slots: u64) -> crate::live::ParamWords {
-    [p.len, u64::from(p.count_bits), p.limit, slots]
-}
-
-/// The window parameters (and slots) [`window_words`] made `w` from.
-#[cfg(feature = "std")]
-pub(crate) fn window_from_words(w: crate::live::ParamWords) -> (WindowParams, u64) {
-    let p = WindowParams {
-        len: w[0],
-        count_bits: w[1] as u32,
-        limit: w[2],
-    };
-    (p, w[3])
-}
-
-/// The window parameters of `to` in the packing of `current` (whose quota is `from`): the
-/// same window length and count field, the new limit.
-#[cfg(feature = "std")]
-pub(crate) fn retuned_window(
-    current: &WindowParams,
-    from: &Quota,
-    to: &Quota,
-) -> Result<WindowParams, QuotaError> {
-    if to.period() != from.period() {
-        return Err(QuotaError::PeriodFixed {
-            period: to.period(),
-            fixed: from.period(),
-        });
-    }
-    let max = count_mask(current.count_bits);
-    if to.limit() > max {
-        return Err(QuotaError::LimitTooLarge {
-            limit: to.limit(),
-            max,
-        });
-    }
-    Ok(WindowParams {
-        limit: to.limit(),
-        ..*current
-    })
-}
-
-#[cfg(feature = "std")]
-impl crate::live::Retune for Fixed {
-    crate::live::plain_live_state!();
-
-    /// One window, the count given every bit the window number leaves.
-    fn live_params(quota: &Quota) -> Result<WindowParams, QuotaError> {
-        quota.window_roomy(1).ok_or(QuotaError::RateTooHigh {
-            limit: quota.limit(),
-            period: quota.period(),
-        })
-    }
-
-    fn retune(
-        current: &WindowParams,
-        from: &Quota,
-        to: &Quota,
-    ) -> Result<WindowParams, QuotaError> {
-        retuned_window(current, from, to)
-    }
-
-    fn pack(p: &WindowParams) -> crate::live::ParamWords {
-        window_words(p, 1)
-    }
-
-    fn unpack(words: crate::live::ParamWords) -> WindowParams {
-        window_from_words(words).0
-    }
-}
-
-/// A lock-free fixed-window counter: at most `limit` admissions per window
-/// `[k·period, (k+1)·period)`, windows counted from the clock's zero. One `AtomicU64`.
-///
-/// Cheapest of all, but up to twice the limit can pass within moments across a window edge.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::{FixedWindow, Limiter, ManualClock, Quota};
-///
-/// let clock = ManualClock::new();
-/// let window = FixedWindow::with_clock(Quota::per_second(5)?, clock.clone());
-/// clock.set(Duration::from_millis(1_990));
-/// let before = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
-/// clock.set(Duration::from_millis(2_010)); // a new window has begun
-/// let after = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
-/// assert_eq!(before + after, 10); // twice the limit within 20 ms: the fixed window's edge
-/// # Ok::<(), tollgate::QuotaError>(())
-/// ```
-pub type FixedWindow<C = DefaultClock> = RateLimiter<Fixed, C>;
 
 #[cfg(test)]
 mod tests {

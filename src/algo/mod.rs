@@ -3,7 +3,7 @@
 //! Every algorithm is an [`Algo`]: parameters made once from a [`Quota`] (shared by every
 //! limiter of one plan), a state of atomics (one per limiter), and `acquire`, which commits
 //! one request to a state under those parameters. [`Core`] pairs one state with its
-//! parameters; the public [`RateLimiter`](crate::limiter::RateLimiter) adds a clock.
+//! parameters; the public [`RateLimiter`](crate::RateLimiter) adds a clock.
 //!
 //! Every file opens with its state-word layout, its invariant and its memory orderings, and
 //! keeps the pure decision (`decide`: snapshot, now, cost → decision and write, no atomics)
@@ -35,7 +35,7 @@ pub(crate) const fn count_mask(count_bits: u32) -> u64 {
 /// One rate-limiting algorithm, split into what a limiter shares and what it owns.
 ///
 /// Implemented by the four algorithms' marker types only; the public limiters are
-/// [`RateLimiter`](crate::limiter::RateLimiter)s over them.
+/// [`RateLimiter`](crate::RateLimiter)s over them.
 pub trait Algo {
     /// Everything fixed by the quota: made once, read-only, shared by every state of a plan.
     type Params: Clone + Debug + Send + Sync;

@@ -37,9 +37,7 @@
 //! expires early; admissions count from the later of the two times.
 
 use super::{Algo, Core, Step};
-use crate::clock::Clock;
 use crate::decision::Decision;
-use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{Quota, QuotaError, HORIZON};
 use crate::sync::{fence, AtomicU64, Backoff, Ordering};
 
@@ -286,74 +284,6 @@ impl Algo for Log {
 
 /// The clock-less sliding log a keyed map stores per key.
 pub(crate) type SlidingLogCore = Core<Log>;
-
-/// The exact sliding-window log: an admission at `s` counts while `now - s < period`, so
-/// every window of length `period`, wherever it starts, holds at most `limit` admissions.
-///
-/// Memory: `8 × limit` bytes, allocated once. Denials are read-only; admissions take a short
-/// per-limiter lock (see the module notes): exactness over `limit` words costs that.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
-///
-/// let clock = ManualClock::new();
-/// let log = SlidingLog::try_with_clock(Quota::try_new(3, Duration::from_secs(2))?, clock.clone())?;
-/// for _ in 0..3 {
-///     assert!(log.try_acquire().is_allowed());
-///     clock.advance(Duration::from_millis(300));
-/// }
-/// let denied = log.try_acquire(); // at 900 ms: three in the last 2 s
-/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(1_100)));
-/// clock.advance(Duration::from_millis(1_100));
-/// assert!(log.try_acquire().is_allowed()); // the first left the window at 2 s
-/// # Ok::<(), tollgate::QuotaError>(())
-/// ```
-pub type SlidingLog<C = DefaultClock> = RateLimiter<Log, C>;
-
-#[cfg(feature = "std")]
-impl RateLimiter<Log> {
-    /// A sliding log on the default [`MonotonicClock`](crate::MonotonicClock), or
-    /// [`QuotaError::LogTooLarge`] if its `8 × limit` bytes cannot be allocated.
-    ///
-    /// # Errors
-    /// [`QuotaError::LogTooLarge`].
-    ///
-    /// ```
-    /// use tollgate::{Limiter, Quota, SlidingLog};
-    /// let log = SlidingLog::try_new(Quota::per_second(100)?)?;
-    /// assert!(log.try_acquire().is_allowed());
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn try_new(quota: Quota) -> Result<Self, QuotaError> {
-        SlidingLog::try_with_clock(quota, crate::MonotonicClock::new())
-    }
-}
-
-impl<C: Clock> RateLimiter<Log, C> {
-    /// A sliding log that reads time from `clock`, or [`QuotaError::LogTooLarge`] if its
-    /// `8 × limit` bytes cannot be allocated.
-    ///
-    /// # Errors
-    /// [`QuotaError::LogTooLarge`].
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, QuotaError, SlidingLog};
-    /// let year = std::time::Duration::from_secs(365 * 86_400);
-    /// let huge = Quota::try_new(1 << 47, year)?; // 1 PiB of log
-    /// assert!(matches!(
-    ///     SlidingLog::try_with_clock(huge, ManualClock::new()),
-    ///     Err(QuotaError::LogTooLarge { .. })
-    /// ));
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn try_with_clock(quota: Quota, clock: C) -> Result<Self, QuotaError> {
-        Ok(RateLimiter::from_core(
-            SlidingLogCore::try_new(&quota)?,
-            clock,
-        ))
-    }
-}
 
 #[cfg(test)]
 mod tests {

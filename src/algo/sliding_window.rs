@@ -49,10 +49,8 @@
 //! A `Limits` member keeps the head as `(epoch, count)` and sums the ring on every request
 //! ([`decide`], [`finished`]): the same decisions, on its own one-word head.
 
-use super::{count_mask, Algo, AlwaysFits, Core, Step};
-use crate::clock::Clock;
+use super::{count_mask, Algo, AlwaysFits, Step};
 use crate::decision::Decision;
-use crate::limiter::{DefaultClock, RateLimiter};
 use crate::quota::{bits, Quota, QuotaError, WindowParams, DEFAULT_SLOTS, HORIZON, MAX_SLOTS};
 use crate::sync::{AtomicU128, AtomicU64, Ordering};
 
@@ -672,88 +670,6 @@ pub(crate) fn decide(
         Decision::denied(remaining, now_ns, pass_at, reset(newest)),
         None,
     )
-}
-
-#[cfg(feature = "std")]
-impl crate::live::Retune for Sliding {
-    crate::live::plain_live_state!();
-
-    /// The default slots, the count given every bit the slot number leaves.
-    fn live_params(quota: &Quota) -> Result<Geometry, QuotaError> {
-        let g = Geometry::new(quota, DEFAULT_SLOTS)?;
-        let p = quota
-            .window_roomy(DEFAULT_SLOTS)
-            .ok_or(QuotaError::RateTooHigh {
-                limit: quota.limit(),
-                period: quota.period(),
-            })?;
-        Ok(Geometry { p, ..g })
-    }
-
-    /// The same slots and count field, the new limit.
-    fn retune(current: &Geometry, from: &Quota, to: &Quota) -> Result<Geometry, QuotaError> {
-        Ok(Geometry {
-            p: super::fixed_window::retuned_window(&current.p, from, to)?,
-            ..*current
-        })
-    }
-
-    fn pack(g: &Geometry) -> crate::live::ParamWords {
-        super::fixed_window::window_words(&g.p, g.slots)
-    }
-
-    fn unpack(words: crate::live::ParamWords) -> Geometry {
-        let (p, slots) = super::fixed_window::window_from_words(words);
-        Geometry { p, slots }
-    }
-}
-
-/// A lock-free sliding-window counter: `limit` per any window of length `period`, counted in
-/// `K` slots (8 by default) without a background thread. Memory: a head of 8 bytes (16 for
-/// limits too large to share 64 bits with the slot number twice) and `8 × (K + 1)` bytes of
-/// ring, whatever the limit. An admission in the current slot is one load and one
-/// compare-exchange, as the fixed window's.
-///
-/// An admission counts for at least `period` and at most `period + period / K`: no window of
-/// length `period` ever holds more than `limit`, and a burst at a window edge is held to the
-/// limit.
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
-///
-/// let clock = ManualClock::new();
-/// let window = SlidingWindow::with_clock(Quota::per_second(5)?, clock.clone());
-/// clock.set(Duration::from_millis(1_990));
-/// let before = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
-/// clock.set(Duration::from_millis(2_010));
-/// let after = (0..5).filter(|_| window.try_acquire().is_allowed()).count();
-/// assert_eq!(before + after, 5); // the edge burst is held to the limit
-/// # Ok::<(), tollgate::QuotaError>(())
-/// ```
-pub type SlidingWindow<C = DefaultClock> = RateLimiter<Sliding, C>;
-
-impl<C: Clock> RateLimiter<Sliding, C> {
-    /// A sliding window of `slots` slots (1 to 4096): more slots, closer to the exact log,
-    /// at 8 bytes each and one more load when the head moves to a new slot or a request is
-    /// denied (an admission in the current slot reads the head alone).
-    ///
-    /// # Errors
-    /// [`QuotaError::InvalidSlots`] outside `1..=4096`; [`QuotaError::RateTooHigh`] if the
-    /// slots are too short for the counter and slot number to share a word.
-    ///
-    /// ```
-    /// use tollgate::{ManualClock, Quota, SlidingWindow};
-    /// // 100 slots of 10 ms.
-    /// let w = SlidingWindow::try_with_slots(Quota::per_second(7)?, 100, ManualClock::new())?;
-    /// assert!(SlidingWindow::try_with_slots(Quota::per_second(7)?, 0, ManualClock::new()).is_err());
-    /// # let _ = w;
-    /// # Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn try_with_slots(quota: Quota, slots: u32, clock: C) -> Result<Self, QuotaError> {
-        let core = Core::with_params(Geometry::new(&quota, slots)?)?;
-        Ok(RateLimiter::from_core(core, clock))
-    }
 }
 
 #[cfg(test)]

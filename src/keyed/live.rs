@@ -14,8 +14,8 @@
 //! # Invariant
 //!
 //! A bucket word counted in the plan's version `v` is read under `v`; one counted in `v - 1`
-//! is first carried to `v` at `since` (as a live bucket's change carries it, see `live.rs` at
-//! the crate root); `tat == 0` (a key never charged) is full under every version. A change,
+//! is first carried to `v` at `since` (as a live bucket's change carries it, see
+//! `live/token_bucket.rs`); `tat == 0` (a key never charged) is full under every version. A change,
 //! under the plan's lock, first walks the map and carries every word of the plan counted in an
 //! older version to the current one, then publishes the new parameters over the slot of the
 //! previous ones. So when version `v + 1` is published, no word of the plan with `tat ≠ 0` is
@@ -29,18 +29,17 @@
 //! # Orderings
 //!
 //! Bucket word: loaded `Acquire` and written `Release` (requests, the walk): a word counted in
-//! version `v` makes the cell read after it hold `v` or later. The cell is `live.rs`'s
+//! version `v` makes the cell read after it hold `v` or later. The cell is `live/mod.rs`'s
 //! seqlock. The eviction mark is as in `word.rs` (`Release`, and the redo's `Acquire` fence).
 
 use core::fmt;
 use core::ptr;
 
 use crate::algo::fixed_window::Fixed;
-use crate::algo::token_bucket::{
-    admit_at, allowed, carried, decide, decide_at, refused, ticks, Gcra,
-};
+use crate::algo::token_bucket::{admit_at, allowed, decide, decide_at, refused, ticks, Gcra};
 use crate::algo::Algo;
 use crate::decision::Decision;
+use crate::live::token_bucket::carried;
 use crate::live::{ParamCell, Retune, PARAM_WORDS};
 use crate::quota::{GcraParams, Quota, QuotaError};
 use crate::sync::{fence, Arc, AtomicU128, Backoff, Mutex, MutexGuard, Ordering};

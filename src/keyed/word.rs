@@ -91,7 +91,7 @@ impl WordRule for Fixed {
 }
 
 /// Where a one-word limiter reads its parameters: its plan's fixed ones, shared by the keys of
-/// one quota (`Arc<R::Params>`), or a live plan's parameter cell (see `live.rs`).
+/// one quota (`Arc<R::Params>`), or a live plan's parameter cell (see `live/mod.rs`).
 pub(crate) trait PlanRef<R: WordRule>: Send + Sync + 'static {
     /// The parameters one request decides under: a reference to the fixed ones, or a copy
     /// read from the cell.

@@ -4,9 +4,9 @@
 
 use super::planted::{Mutant, Planted};
 use super::{Holder, Lease, Shared};
-use crate::algo::token_bucket::TokenBucket;
 use crate::clock::ManualClock;
 use crate::decision::Decision;
+use crate::limiter::TokenBucket;
 use crate::quota::{Quota, HORIZON};
 use crate::sync::Ordering;
 

@@ -36,10 +36,10 @@ use core::fmt;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use crate::algo::token_bucket::TokenBucket;
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::limiter::Limiter;
+use crate::limiter::TokenBucket;
 use crate::sync::Ordering;
 
 mod lease;

@@ -5,10 +5,11 @@ use crossbeam_utils::CachePadded;
 
 use super::lease::Lease;
 use super::plan::{plan, Ask, Plan};
-use crate::algo::token_bucket::{decide, Gcra, TokenBucket};
+use crate::algo::token_bucket::{decide, Gcra};
 use crate::algo::Core;
 use crate::clock::{duration_to_nanos, Clock};
 use crate::decision::Decision;
+use crate::limiter::TokenBucket;
 use crate::sync::{AtomicU64, Ordering};
 
 /// One thread's lease on one limiter. Written only by its owner.

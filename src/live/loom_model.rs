@@ -1,6 +1,6 @@
 //! The parameter cell and the live token bucket for the loom models
 //! (`loom-tests/tests/live.rs`): the real code for the sound runs, and each planted defect as
-//! a checked copy of it (`planted.rs`, `algo/token_bucket/planted.rs`).
+//! a checked copy of it (`planted.rs`, `token_bucket/planted.rs`).
 
 use super::planted::{
     Bucket, Cell, ONE_BIT_VERSION, READER_IGNORES_VERSION, READER_SKIPS_RECHECK, WRITER_SKIPS_FENCE,
@@ -14,7 +14,7 @@ use crate::quota::Quota;
 /// Which protocol the model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LivePlant {
-    /// The protocol of `live.rs`.
+    /// The protocol of `live/`.
     Sound,
     /// Defect: the cell's reader keeps its words without re-checking `seq`.
     ReaderSkipsRecheck,

@@ -2,16 +2,17 @@
 //! (`loom-tests/tests/live.rs`); built only for them (`cfg(tollgate_loom)`).
 //!
 //! [`Cell`] runs a [`ParamCell`]'s read and write, and [`Bucket`] a live token bucket's
-//! change and request, as copies of the real ones in `live.rs`, with a const parameter
+//! change and request, as copies of the real ones in `mod.rs`, with a const parameter
 //! choosing the defect and the planted lines marked `// PLANTED` (the token bucket's own part
-//! is copied in `algo/token_bucket/planted.rs`); `loom-tests/tests/mutants_match.rs` fails if
+//! is copied in `token_bucket/planted.rs`); `loom-tests/tests/mutants_match.rs` fails if
 //! a copy differs from the real code anywhere else (the const parameter aside). The product's
 //! types know nothing of it.
 
 use core::ops::Deref;
 
+use super::token_bucket::planted as token_bucket;
 use super::{Live, ParamCell, Retune};
-use crate::algo::token_bucket::{planted as token_bucket, Gcra};
+use crate::algo::token_bucket::Gcra;
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};

@@ -7,8 +7,9 @@
 //! | `version`              | 0..=63  | quotas published so far; the current one is in `slots[version % 2]` |
 //! | `slots[i].seq`         | 0..=63  | even: slot `i` holds version `seq - 2 + i`, whole; odd: being written |
 //! | `slots[i].words[0..4]` | 0..=63  | that version's parameters, packed by [`Retune::pack`]   |
-//! | token bucket's word (`AtomicU128`) | 64..128 | `epoch`: the version its `tat` is counted in |
-//! |                        | 0..64   | `tat`, in ticks of the first quota (at most 16 per ns)  |
+//!
+//! A token bucket's word (an `AtomicU128`: `tat` beside the version it is counted in) and its
+//! change are in `token_bucket.rs`; the windows keep their own state (`windows.rs`).
 //!
 //! # Invariant
 //!
@@ -16,14 +17,6 @@
 //! `version` on; it never writes the current slot. A reader keeps a slot's words only if its
 //! `seq` was even and unchanged around them: one whole published set. It retries only when
 //! two quotas were published while it read, so readers never wait for a writer (lock-free).
-//! A token bucket's change publishes, then carries the word to the new version; a request
-//! loads the word, then the parameters, and decides under the version the word is counted
-//! in: the current one, or the previous one if the change has not carried the word yet (its
-//! slot stays whole until the next change, which waits for this one); if that is gone too, the
-//! word has been carried since, and the request loads it again. Its compare-exchange compares
-//! the whole epoch: epochs only grow, so a request that loaded the word before a change never
-//! writes after it, however many changes ran meanwhile (a parity bit would be an ABA: two
-//! changes that leave a full bucket's `tat` as it was bring back the very word it loaded).
 //!
 //! # Orderings
 //!
@@ -153,6 +146,9 @@ macro_rules! plain_live_state {
     };
 }
 pub(crate) use plain_live_state;
+
+pub(crate) mod token_bucket;
+mod windows;
 
 #[derive(Debug)]
 struct Slot<const N: usize> {
