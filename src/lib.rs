@@ -55,11 +55,11 @@
 //!
 //! | for | names |
 //! |---|---|
-//! | one limit | [`TokenBucket`], [`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]: each a [`RateLimiter`]; the [`Limiter`] trait; [`Quota`] and its [`QuotaError`]; [`Decision`] |
+//! | one limit | [`TokenBucket`], [`FixedWindow`], [`SlidingWindow`], [`SlidingLog`]: each a [`RateLimiter`] over an [`Algo`] (sealed; [`AlwaysFits`] for the three that fit every quota); the [`Limiter`] trait; [`Quota`] and its [`QuotaError`]; [`Decision`] |
 //! | one limit per key | [`KeyedLimiter`] (from a [`KeyedBuilder`]: [`Algorithm`], [`WhenFull`], [`KeyHasher`]; [`KeyedError`]), its [`KeyedPin`]; in fixed memory [`SketchLimiter`] ([`SketchSize`], [`SizeError`]) and [`HybridSketchLimiter`]; the [`KeyedLimit`] trait |
 //! | several limits at once | [`Limits`] of [`Member`]s ([`LimitsError`], [`MAX_MEMBERS`]) |
 //! | one hot key | [`Leased`] with a [`Lease`] ([`LeaseError`]) |
-//! | quotas that change while running | [`Live`]: [`LiveTokenBucket`], [`LiveFixedWindow`], [`LiveSlidingWindow`]; a keyed map's `live()` |
+//! | quotas that change while running | [`Live`] over a [`Retune`] (sealed): [`LiveTokenBucket`], [`LiveFixedWindow`], [`LiveSlidingWindow`]; a keyed map's `live()` |
 //! | time | the [`Clock`] trait: [`MonotonicClock`], [`CoarseClock`], [`ManualClock`] |
 //! | waiting instead of denying | [`Wait`] ([`UntilReady`], [`Pacing`], [`WaitError`]) on a [`Timer`] / [`Sleep`]: [`ThreadSleep`], [`ManualSleep`], `TokioTimer` |
 //! | counting decisions | [`Metered`], its [`MetricsSnapshot`]; [`Observed`] |
@@ -142,6 +142,7 @@ mod wait;
 #[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub mod __loom {
+    pub use crate::algo::sealed::Sealed;
     pub use crate::algo::{update, Algo, Step};
     /// The leased bucket's protocol without thread-local storage, and its planted bugs.
     #[cfg(feature = "std")]
@@ -214,6 +215,7 @@ pub mod __loom {
     }
 }
 
+pub use algo::{Algo, AlwaysFits};
 pub use clock::{Clock, ManualClock};
 #[cfg(feature = "std")]
 pub use clock::{CoarseClock, MonotonicClock};
@@ -231,7 +233,7 @@ pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, Ke
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{FixedWindow, Limiter, RateLimiter, SlidingLog, SlidingWindow, TokenBucket};
 #[cfg(feature = "std")]
-pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket};
+pub use live::{Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, Retune};
 #[cfg(feature = "std")]
 pub use metrics::{Metered, MetricsSnapshot, Observed};
 pub use quota::{Quota, QuotaError, DEFAULT_SLOTS, MAX_SLOTS};

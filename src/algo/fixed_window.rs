@@ -105,6 +105,8 @@ pub(crate) fn refunded(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> (u64
 #[derive(Debug)]
 pub struct Fixed;
 
+impl super::sealed::Sealed for Fixed {}
+
 impl Algo for Fixed {
     type Params = WindowParams;
     type State = AtomicU64;

@@ -32,31 +32,59 @@ pub(crate) const fn count_mask(count_bits: u32) -> u64 {
     (1u64 << count_bits) - 1
 }
 
+/// The sealing of [`Algo`]: only this crate's algorithms implement it.
+pub(crate) mod sealed {
+    /// Implemented by the four algorithms' marker types; not nameable outside the crate.
+    pub trait Sealed {}
+}
+
 /// One rate-limiting algorithm, split into what a limiter shares and what it owns.
 ///
-/// Implemented by the four algorithms' marker types only; the public limiters are
-/// [`RateLimiter`](crate::RateLimiter)s over them.
-pub trait Algo {
+/// Implemented by the four algorithms' marker types only (the trait is sealed); the public
+/// limiters are [`RateLimiter`](crate::RateLimiter)s over them. Its items are the crate's
+/// own: a user names it as a bound, to write code generic over the four limiters.
+///
+/// ```
+/// use tollgate::{Algo, Clock, FixedWindow, Limiter, ManualClock, Quota, RateLimiter, TokenBucket};
+///
+/// /// How many of `n` unit requests pass now, on any of the four limiters.
+/// fn admitted<A: Algo, C: Clock>(limiter: &RateLimiter<A, C>, n: u32) -> usize {
+///     (0..n).filter(|_| limiter.try_acquire().is_allowed()).count()
+/// }
+///
+/// let quota = Quota::per_second(3)?;
+/// assert_eq!(admitted(&TokenBucket::with_clock(quota, ManualClock::new()), 5), 3);
+/// assert_eq!(admitted(&FixedWindow::with_clock(quota, ManualClock::new()), 5), 3);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
+pub trait Algo: sealed::Sealed {
     /// Everything fixed by the quota: made once, read-only, shared by every state of a plan.
+    #[doc(hidden)]
     type Params: Clone + Debug + Send + Sync;
     /// One limiter's atomics.
+    #[doc(hidden)]
     type State: Debug + Send + Sync;
 
     /// The parameters for `quota`, or why this algorithm cannot represent it.
+    #[doc(hidden)]
     fn params(quota: &Quota) -> Result<Self::Params, QuotaError>;
 
     /// A fresh state (nothing admitted yet), or why it cannot be allocated.
+    #[doc(hidden)]
     fn state(params: &Self::Params) -> Result<Self::State, QuotaError>;
 
     /// Decides one request of cost `n` at `now_ns` and commits its writes to `state`.
+    #[doc(hidden)]
     fn acquire(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
 
     /// What `acquire` would decide now, writing nothing: a read of `state` and the pure
     /// decision.
+    #[doc(hidden)]
     fn peek(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> Decision;
 
     /// The length, in ns, a limiter's origin is aligned to (see `clock::Origin`): a window's
     /// or slot's length, so that windows stay aligned to the clock's zero; 1 by default.
+    #[doc(hidden)]
     fn grain(params: &Self::Params) -> u64 {
         let _ = params;
         1
@@ -64,6 +92,7 @@ pub trait Algo {
 
     /// Gives back up to `n` units at `now_ns` (see `Limiter::refund`); returns the whole
     /// units given back. The default gives back nothing.
+    #[doc(hidden)]
     fn refund(state: &Self::State, params: &Self::Params, now_ns: u64, n: u64) -> u64 {
         let _ = (state, params, now_ns, n);
         0
@@ -71,7 +100,23 @@ pub trait Algo {
 }
 
 /// An [`Algo`] whose parameters and state exist for every validated [`Quota`]: its
-/// constructors that are not `try_*` cannot fail.
+/// constructors that are not `try_*` cannot fail. The token bucket, the fixed window and the
+/// sliding-window counter (not the sliding log, whose ring is allocated by its limit). Sealed,
+/// as [`Algo`].
+///
+/// ```
+/// use tollgate::{AlwaysFits, Limiter, Quota, RateLimiter, SlidingWindow};
+///
+/// /// A limiter of `quota` on the default clock, whichever of the three it is.
+/// fn make<A: AlwaysFits>(quota: Quota) -> RateLimiter<A> {
+///     RateLimiter::new(quota)
+/// }
+///
+/// let l: SlidingWindow = make(Quota::per_second(10)?);
+/// assert!(l.try_acquire_n(10).is_allowed());
+/// assert!(!l.try_acquire().is_allowed());
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
 pub trait AlwaysFits: Algo {}
 
 /// One limiter without a clock: a state and its parameters.

@@ -244,6 +244,8 @@ impl LogState {
 #[derive(Debug)]
 pub struct Log;
 
+impl super::sealed::Sealed for Log {}
+
 impl Algo for Log {
     type Params = LogParams;
     type State = LogState;

@@ -511,6 +511,8 @@ pub struct SlotRing {
 #[derive(Debug)]
 pub struct Sliding;
 
+impl super::sealed::Sealed for Sliding {}
+
 impl Algo for Sliding {
     type Params = Geometry;
     type State = SlotRing;

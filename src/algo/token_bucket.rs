@@ -203,6 +203,8 @@ pub(crate) fn refunded(p: &GcraParams, tat: u64, now: u64, n: u64) -> (u64, Opti
 #[derive(Debug)]
 pub struct Gcra;
 
+impl super::sealed::Sealed for Gcra {}
+
 impl Algo for Gcra {
     type Params = GcraParams;
     type State = AtomicU64;

@@ -47,28 +47,49 @@ pub(crate) type ParamWords = [u64; PARAM_WORDS];
 ///
 /// Implemented by the token bucket, the fixed window and the sliding-window counter. Not by
 /// the sliding log: its ring holds exactly `limit` entries, indexed by the admission count
-/// modulo the limit, so a new limit would need a new ring under running readers.
+/// modulo the limit, so a new limit would need a new ring under running readers. Sealed, as
+/// [`Algo`] is; its items are the crate's own: a user names it as a bound.
+///
+/// ```
+/// use tollgate::{Clock, Limiter, Live, LiveFixedWindow, ManualClock, Quota, Retune};
+///
+/// /// Halves the limit of any live limiter, keeping its period.
+/// fn halve<A: Retune, C: Clock>(l: &Live<A, C>) -> Result<(), tollgate::QuotaError> {
+///     let q = l.quota();
+///     l.set_quota(Quota::try_new((q.limit() / 2).max(1), q.period())?)
+/// }
+///
+/// let l = LiveFixedWindow::with_clock(Quota::per_second(10)?, ManualClock::new());
+/// halve(&l)?;
+/// assert_eq!(l.quota(), Quota::per_second(5)?);
+/// # Ok::<(), tollgate::QuotaError>(())
+/// ```
 pub trait Retune: Algo {
     /// The parameters of a live limiter's first quota: the same decisions as
     /// [`Algo::params`], with room in the state for the quotas that may follow.
+    #[doc(hidden)]
     fn live_params(quota: &Quota) -> Result<Self::Params, QuotaError>;
 
     /// The parameters of `to`, replacing `from` (whose parameters are `current`), in the
     /// units of `current`; or why this limiter cannot take `to`.
+    #[doc(hidden)]
     fn retune(current: &Self::Params, from: &Quota, to: &Quota)
         -> Result<Self::Params, QuotaError>;
 
     /// The state a live limiter keeps: the algorithm's own (`plain_live_state!` says so),
     /// or one with room for the version of the parameters it is counted in.
+    #[doc(hidden)]
     type LiveState: fmt::Debug + Send + Sync;
 
     /// A fresh live state under `params`.
+    #[doc(hidden)]
     fn live_state(params: &Self::Params) -> Result<Self::LiveState, QuotaError>;
 
     /// Publishes `new` (replacing `old`) in `cell` and carries the state's level over at
     /// `now_ns`. The caller holds the writer lock. `plain_live_state!`'s only publishes:
     /// the state already reads right under `new`, and a request decided under `old` was
     /// decided on the state as it stood before the change.
+    #[doc(hidden)]
     fn publish(
         state: &Self::LiveState,
         cell: &ParamCell,
@@ -79,18 +100,23 @@ pub trait Retune: Algo {
 
     /// One request under the cell's current parameters, committed. `plain_live_state!`'s
     /// reads the parameters once and runs [`Algo::acquire`].
+    #[doc(hidden)]
     fn acquire_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> Decision;
 
     /// What [`Retune::acquire_live`] would decide, writing nothing.
+    #[doc(hidden)]
     fn peek_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> Decision;
 
     /// [`Algo::refund`] under the cell's current parameters.
+    #[doc(hidden)]
     fn refund_live(state: &Self::LiveState, cell: &ParamCell, now_ns: u64, n: u64) -> u64;
 
     /// The parameters as words.
+    #[doc(hidden)]
     fn pack(params: &Self::Params) -> ParamWords;
 
     /// The parameters [`Retune::pack`] made `words` from.
+    #[doc(hidden)]
     fn unpack(words: ParamWords) -> Self::Params;
 }
 

@@ -24,6 +24,8 @@ fn store_new_window(word: &AtomicU64, p: &WindowParams, current: u64, now_ns: u6
 #[derive(Debug)]
 pub struct StoreNewWindow;
 
+impl tollgate::__loom::Sealed for StoreNewWindow {}
+
 impl Algo for StoreNewWindow {
     same_as!(Fixed);
 

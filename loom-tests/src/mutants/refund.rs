@@ -15,6 +15,8 @@ use tollgate::Decision;
 #[derive(Debug)]
 pub struct FixedLaterWindow;
 
+impl tollgate::__loom::Sealed for FixedLaterWindow {}
+
 impl Algo for FixedLaterWindow {
     same_as!(Fixed);
 
@@ -38,6 +40,8 @@ impl Algo for FixedLaterWindow {
 /// The sliding window refunding into a later slot.
 #[derive(Debug)]
 pub struct SlidingLaterSlot;
+
+impl tollgate::__loom::Sealed for SlidingLaterSlot {}
 
 impl Algo for SlidingLaterSlot {
     same_as!(Sliding);
@@ -65,6 +69,8 @@ impl Algo for SlidingLaterSlot {
 /// The token bucket refunding on a reading behind the word's.
 #[derive(Debug)]
 pub struct BucketBehindReading;
+
+impl tollgate::__loom::Sealed for BucketBehindReading {}
 
 impl Algo for BucketBehindReading {
     same_as!(Gcra);

@@ -92,6 +92,8 @@ impl Unlocked for LogState {
     }
 }
 
+impl tollgate::__loom::Sealed for UnvalidatedRead {}
+
 impl Algo for UnvalidatedRead {
     same_as!(Log);
 
@@ -99,6 +101,8 @@ impl Algo for UnvalidatedRead {
         Unvalidated::acquire(state, p, now_ns, n)
     }
 }
+
+impl tollgate::__loom::Sealed for NoLock {}
 
 impl Algo for NoLock {
     same_as!(Log);

@@ -24,6 +24,8 @@ pub mod relaxed_head {
     #[derive(Debug)]
     pub struct RelaxedHead;
 
+    impl tollgate::__loom::Sealed for RelaxedHead {}
+
     impl Algo for RelaxedHead {
         same_as!(Sliding);
 
@@ -82,6 +84,8 @@ pub mod ring_after_cas {
     /// The sliding window writing the finished slot to the ring after the head CAS.
     #[derive(Debug)]
     pub struct RingAfterCas;
+
+    impl tollgate::__loom::Sealed for RingAfterCas {}
 
     impl Algo for RingAfterCas {
         same_as!(Sliding);
@@ -144,6 +148,8 @@ pub mod stale_ring_store {
     /// delayed between its head load and its ring write stores a stale count after the final one.
     #[derive(Debug)]
     pub struct StaleRingStore;
+
+    impl tollgate::__loom::Sealed for StaleRingStore {}
 
     impl Algo for StaleRingStore {
         same_as!(Sliding);

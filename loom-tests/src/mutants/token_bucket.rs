@@ -28,6 +28,8 @@ fn load_then_store<T>(
 #[derive(Debug)]
 pub struct LoadStore;
 
+impl tollgate::__loom::Sealed for LoadStore {}
+
 impl Algo for LoadStore {
     same_as!(Gcra);
 
