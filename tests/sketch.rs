@@ -7,51 +7,18 @@ mod common;
 mod shadow;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, step};
+use shadow::{check_against_shadow, cost, step};
 use tollgate::{
     Algorithm, Clock, FixedWindow, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
 };
+use tollgate_test_support::BuildShifted;
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
 /// keys share a column when there are at least 64 columns.
-#[derive(Clone, Default)]
-struct Spread;
-
-struct SpreadHasher(u64);
-
-impl Hasher for SpreadHasher {
-    fn finish(&self) -> u64 {
-        self.0 << 58
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0 << 8 | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-impl BuildHasher for Spread {
-    type Hasher = SpreadHasher;
-    fn build_hasher(&self) -> SpreadHasher {
-        SpreadHasher(0)
-    }
-}
-
-fn cost(rng: &mut Rng, limit: u64) -> u64 {
-    match rng.below(20) {
-        0 => 0,
-        1 => limit + 1 + rng.below(3),
-        2..=4 => 1 + rng.below(limit),
-        _ => 1,
-    }
-}
+type Spread = BuildShifted<58>;
 
 #[test]
 fn fixed_window_never_admits_more_than_the_exact_map() {
@@ -80,7 +47,7 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
         for i in 0..400 {
             step(&mut rng, &clock, period, back);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 4);
             let d = if n == 1 && rng.below(2) == 0 {
                 sketch.try_acquire(&key)
             } else {
@@ -122,14 +89,14 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
             SketchSize::columns(64 + rng.below(1_000)).unwrap(),
             clock.clone(),
         )
-        .with_hasher(Spread);
+        .with_hasher(Spread::default());
         let exact =
             KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
                 .unwrap();
         for i in 0..300 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(64);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 4);
             let (d, e) = (sketch.try_acquire_n(&key, n), exact.try_acquire_n(&key, n));
             denials += usize::from(!e.is_allowed());
             assert_eq!(d, e, "case {case} op {i} key {key} n {n}");
@@ -205,7 +172,7 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
             clock.clone(),
         )
         .unwrap()
-        .with_hasher(Spread);
+        .with_hasher(Spread::default());
         // Narrow: keys collide (the invariant); wide: no key shares a column (equality).
         let keys = if wide { 64 } else { 2 + rng.below(30) };
         let mut own: HashMap<u64, TwoWindow> = HashMap::new();
@@ -213,7 +180,7 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
         for i in 0..400 {
             step(&mut rng, &clock, period, !wide && case % 3 == 0);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 4);
             let t = clock.now_nanos();
             let d = sketch.try_acquire_n(&key, n);
             let at = format!("case {case} op {i} key {key} n {n} at {t}");

@@ -8,51 +8,18 @@ mod common;
 mod shadow;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, step};
+use shadow::{check_against_shadow, cost, step};
 use tollgate::{
     Algorithm, Clock, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
     SketchLimiter, SketchSize,
 };
+use tollgate_test_support::BuildShifted;
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
-#[derive(Clone, Default)]
-struct Identity;
-
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0 << 8 | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
-    }
-}
-
-fn cost(rng: &mut Rng, limit: u64) -> u64 {
-    match rng.below(20) {
-        0 => 0,
-        1 => limit + 1 + rng.below(3),
-        2..=5 => 1 + rng.below(limit),
-        _ => 1,
-    }
-}
+type Identity = BuildShifted<0>;
 
 #[test]
 fn never_admits_more_than_the_exact_map() {
@@ -82,7 +49,7 @@ fn never_admits_more_than_the_exact_map() {
         for i in 0..500 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 5);
             let p = hybrid.peek(&key, n);
             let d = if n == 1 && rng.below(2) == 0 {
                 hybrid.try_acquire(&key)
@@ -122,7 +89,7 @@ fn a_promoted_key_keeps_what_the_sketch_counted() {
         4,
         clock.clone(),
     )
-    .with_hasher(Identity)
+    .with_hasher(Identity::default())
     .promote_at(6);
     // Another key in both lanes of key 1's column (one column, lane pair 0 for both: low
     // hash bits 0) counts 2: key 1's estimate is its own count plus 2.
@@ -154,7 +121,7 @@ fn an_entry_taken_back_gives_no_fresh_limit() {
         1,
         clock.clone(),
     )
-    .with_hasher(Identity)
+    .with_hasher(Identity::default())
     .promote_at(2);
     // Apart in the sketch (columns 4 and 8 of 64), so neither counts in the other's estimate.
     let (a, b) = (1u64 << 60, 2u64 << 60);

@@ -1,4 +1,4 @@
-//! What the sketch tests share: the random clock step, and the check of one decision against
+//! What the sketch tests share: the random clock step and cost, and the check of one decision against
 //! the key's exact limiter fed only what the sketch admitted.
 
 use std::time::Duration;
@@ -19,6 +19,17 @@ pub fn step(rng: &mut Rng, clock: &ManualClock, period: Duration, back: bool) {
             clock.set(Duration::from_nanos(now.saturating_sub(rng.below(2 * p))));
         }
         _ => {}
+    }
+}
+
+/// A random cost for a limit of `limit`: one in twenty 0, one in twenty above the capacity,
+/// `partial - 1` in twenty up to the limit (`partial >= 2`), the rest 1.
+pub fn cost(rng: &mut Rng, limit: u64, partial: u64) -> u64 {
+    match rng.below(20) {
+        0 => 0,
+        1 => limit + 1 + rng.below(3),
+        r if r <= partial => 1 + rng.below(limit),
+        _ => 1,
     }
 }
 
