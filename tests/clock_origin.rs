@@ -96,6 +96,11 @@ impl<L: Limiter> Subject for Single<L> {
 /// A live limiter: its upkeep changes the limit (keeping the period, so windows may change).
 struct LiveOne<L>(L, fn(&L, u64));
 
+/// The quota a live limiter's upkeep sets at step `step`: a limit of 1 to 9 per `period`.
+fn limit_at(step: u64, period: Duration) -> Quota {
+    Quota::try_new(1 + step % 9, period).unwrap()
+}
+
 impl<L: Limiter> Subject for LiveOne<L> {
     fn acquire(&self, _: u64, n: u64) -> Out {
         Out::Decision(self.0.try_acquire_n(n))
@@ -197,9 +202,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveTokenBucket::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, Duration::from_millis(200 + step % 900))
-                        .unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, Duration::from_millis(200 + step % 900)));
                 },
             )),
         ),
@@ -208,8 +211,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveFixedWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, l.quota().period()));
                 },
             )),
         ),
@@ -218,8 +220,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveSlidingWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, l.quota().period()));
                 },
             )),
         ),

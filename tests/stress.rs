@@ -389,46 +389,37 @@ fn family<A, B>(
     }
 }
 
-#[test]
-#[cfg_attr(miri, ignore)]
-fn token_bucket_under_threads() {
-    family(
+/// One test a family: `family` over the lock-free limiter and its mutex twin, each built on
+/// the recording clock it is handed.
+macro_rules! under_threads {
+    ($($name:ident: $lock_free:expr, $twin:expr, $check:expr, refunds: $refunds:expr;)*) => {$(
+        #[test]
+        #[cfg_attr(miri, ignore)]
+        fn $name() {
+            family($lock_free, $twin, $check, $refunds);
+        }
+    )*};
+}
+
+under_threads! {
+    token_bucket_under_threads:
         |c| TokenBucket::with_clock(quota(), c),
         |c| MutexTokenBucket::with_clock(quota(), c),
         check_bucket,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn fixed_window_under_threads() {
-    family(
+        refunds: true;
+    fixed_window_under_threads:
         |c| FixedWindow::with_clock(quota(), c),
         |c| MutexFixedWindow::with_clock(quota(), c),
         check_fixed,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn sliding_window_under_threads() {
-    family(
+        refunds: true;
+    sliding_window_under_threads:
         |c| SlidingWindow::with_clock(quota(), c),
         |c| MutexSlidingWindow::with_clock(quota(), c),
         check_sliding,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn sliding_log_under_threads() {
-    family(
+        refunds: true;
+    sliding_log_under_threads:
         |c| SlidingLog::try_with_clock(quota(), c).expect("small log"),
         |c| MutexSlidingLog::try_with_clock(quota(), c).expect("small log"),
         check_log,
-        false,
-    );
+        refunds: false;
 }
