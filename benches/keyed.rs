@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::{Quota as GovQuota, RateLimiter};
 use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
+use tollgate_test_support::cpu::{on_cpu, thread_cpu};
 use tollgate_test_support::XorShift64Star;
 
 /// Never denies at the request rates of a benchmark: both limiters take their admission path.
@@ -50,27 +51,6 @@ fn gov_quota() -> GovQuota {
 fn random_keys(len: usize) -> Vec<u64> {
     let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15);
     (0..len).map(|_| rng.below(MILLION)).collect()
-}
-
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// `iters` calls of `f`, timed in this thread's CPU time.
-fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
-    let start = thread_cpu();
-    for i in 0..iters {
-        f(i);
-    }
-    thread_cpu() - start
 }
 
 /// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.

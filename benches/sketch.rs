@@ -25,6 +25,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use governor::{Quota as GovQuota, RateLimiter};
 use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, Quota, SketchLimiter, SketchSize};
+use tollgate_test_support::cpu::{on_cpu, thread_cpu};
+use tollgate_test_support::XorShift64Star;
 
 const RATE: u32 = 1_000_000_000;
 const MILLION: u64 = 1_000_000;
@@ -48,38 +50,10 @@ fn hybrid() -> HybridSketchLimiter<u64> {
     HybridSketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap(), 4_096)
 }
 
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// `iters` calls of `f`, timed in this thread's CPU time.
-fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
-    let start = thread_cpu();
-    for i in 0..iters {
-        f(i);
-    }
-    thread_cpu() - start
-}
-
 /// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
 fn random_keys(len: usize) -> Vec<u64> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % MILLION
-        })
-        .collect()
+    let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15);
+    (0..len).map(|_| rng.below(MILLION)).collect()
 }
 
 fn one_key(c: &mut Criterion) {
