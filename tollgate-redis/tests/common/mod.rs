@@ -28,6 +28,15 @@ fn require(tool: &str) {
     assert!(found, "{tool} not found. {MISSING}");
 }
 
+/// A multi-thread runtime of `workers` worker threads, time and I/O enabled.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A port free for the server and, for cluster nodes, for its bus (port + 10000).
 pub fn free_port(with_bus: bool) -> u16 {
     loop {
