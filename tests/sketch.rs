@@ -14,7 +14,7 @@ use shadow::{check_against_shadow, cost, step};
 use tollgate::{
     Algorithm, Clock, FixedWindow, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
 };
-use tollgate_test_support::BuildShifted;
+use tollgate_test_support::{BuildShifted, TwoWindow};
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
 /// keys share a column when there are at least 64 columns.
@@ -106,53 +106,6 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
         denials > 1_000,
         "the streams must reach the limits: {denials}"
     );
-}
-
-/// A key's exact two-window weighted counter. As the exact limiters' words, it moves to a
-/// new window only when it counts there: time going back counts against the stored window.
-#[derive(Default, Clone, Copy)]
-struct TwoWindow {
-    window: u64,
-    cur: u64,
-    prev: u64,
-}
-
-impl TwoWindow {
-    /// The counter as of `t` (clock ns).
-    fn rolled(self, t: u64, len: u64) -> TwoWindow {
-        let current = t / len;
-        if current > self.window {
-            let prev = if current == self.window + 1 {
-                self.cur
-            } else {
-                0
-            };
-            TwoWindow {
-                window: current,
-                cur: 0,
-                prev,
-            }
-        } else {
-            self
-        }
-    }
-
-    /// The estimate at `t`.
-    fn estimate(&self, t: u64, len: u64) -> u64 {
-        let r = self.rolled(t, len);
-        let offset = t.saturating_sub(r.window * len).min(len);
-        let w = u128::from(r.prev) * u128::from(len - offset);
-        r.cur + w.div_ceil(u128::from(len)) as u64
-    }
-
-    /// Counts `n` at `t` (nothing, and no move, for a cost of 0).
-    fn charge(&mut self, t: u64, len: u64, n: u64) {
-        if n == 0 {
-            return;
-        }
-        *self = self.rolled(t, len);
-        self.cur += n;
-    }
 }
 
 #[test]

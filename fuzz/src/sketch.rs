@@ -20,7 +20,9 @@ use tollgate::{
     SketchLimiter, SketchSize,
 };
 
-use crate::{Cost, QuotaSpec, Span, MAX_OPS};
+use tollgate_test_support::TwoWindow;
+
+use crate::{Cost, QuotaSpec, Span};
 
 /// Keys are `0..KEYS`.
 pub const KEYS: u8 = 16;
@@ -59,61 +61,12 @@ pub enum SketchOp {
     },
 }
 
-/// Decodes the settings and up to [`MAX_OPS`] operations.
+/// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(SketchSpec, Vec<SketchOp>)> {
     let mut u = Unstructured::new(data);
     let spec = SketchSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match SketchOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
-}
-
-/// A key's exact two-window weighted count; it moves to a new window only when it counts
-/// there, as the exact limiters' words do.
-#[derive(Default, Clone, Copy)]
-struct TwoWindow {
-    window: u64,
-    cur: u64,
-    prev: u64,
-}
-
-impl TwoWindow {
-    fn rolled(self, t: u64, len: u64) -> TwoWindow {
-        let current = t / len;
-        if current > self.window {
-            let prev = if current == self.window + 1 {
-                self.cur
-            } else {
-                0
-            };
-            TwoWindow {
-                window: current,
-                cur: 0,
-                prev,
-            }
-        } else {
-            self
-        }
-    }
-
-    fn estimate(&self, t: u64, len: u64) -> u64 {
-        let r = self.rolled(t, len);
-        let offset = t.saturating_sub(r.window * len).min(len);
-        let w = u128::from(r.prev) * u128::from(len - offset);
-        r.cur + w.div_ceil(u128::from(len)) as u64
-    }
-
-    fn charge(&mut self, t: u64, len: u64, n: u64) {
-        if n > 0 {
-            *self = self.rolled(t, len);
-            self.cur += n;
-        }
-    }
 }
 
 /// The time the limiters read: the clock's, up to the horizon (past it time stands still).
@@ -121,7 +74,9 @@ fn now(clock: &ManualClock) -> u64 {
     clock.now_nanos().min(crate::HORIZON)
 }
 
-fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
+/// Asserts `d` no more optimistic than `own`, the key's exact answer: `remaining` at most its,
+/// `reset_after` at least its; when both deny (`both_denied`), only `retry_after`, at least its.
+pub(crate) fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
     if both_denied {
         // Both denied: only the wait is compared (`own` was asked the same cost).
         let ok = d.retry_after().is_none()

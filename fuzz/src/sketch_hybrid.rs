@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, Limiter,
-    ManualClock, Quota, SketchSize,
+    Algorithm, Clock, FixedWindow, HybridSketchLimiter, KeyedLimiter, Limiter, ManualClock, Quota,
+    SketchSize,
 };
 
-use crate::sketch::{SketchOp, KEYS};
-use crate::{QuotaSpec, MAX_OPS};
+use crate::sketch::{not_optimistic, SketchOp, KEYS};
+use crate::QuotaSpec;
 
 /// The settings of one scenario.
 #[derive(Arbitrary, Clone, Copy, Debug)]
@@ -38,29 +38,12 @@ pub struct HybridSpec {
     pub promote_at: u8,
 }
 
-/// Decodes the settings and up to [`MAX_OPS`] operations.
+/// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(HybridSpec, Vec<SketchOp>)> {
     let mut u = Unstructured::new(data);
     let spec = HybridSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match SketchOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
-}
-
-fn not_optimistic(d: &Decision, own: &Decision, at: &str) {
-    assert!(
-        d.remaining() <= own.remaining(),
-        "{at}: remaining {d:?} above {own:?}"
-    );
-    assert!(
-        d.reset_after() >= own.reset_after(),
-        "{at}: reset {d:?} before {own:?}"
-    );
 }
 
 /// Runs one input.
@@ -113,9 +96,9 @@ pub fn run(data: &[u8]) {
         if d.is_allowed() {
             let s = shadow.try_acquire_n(n);
             assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-            not_optimistic(&d, &s, &at);
+            not_optimistic(&d, &s, false, &at);
         } else {
-            not_optimistic(&d, &left, &at);
+            not_optimistic(&d, &left, false, &at);
             if !before.is_allowed() {
                 let ok = d.retry_after().is_none()
                     || before

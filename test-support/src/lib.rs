@@ -6,6 +6,9 @@
 
 pub mod cpu;
 pub mod events;
+mod two_window;
+
+pub use two_window::TwoWindow;
 
 use std::hash::{BuildHasherDefault, Hasher};
 
