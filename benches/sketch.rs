@@ -18,26 +18,17 @@
 //!   are rebuilt every 2^20 keys so that memory stays bounded; that cost is counted.
 #![allow(missing_docs)]
 
+mod keyed_common;
+
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use governor::{Quota as GovQuota, RateLimiter};
-use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, Quota, SketchLimiter, SketchSize};
+use governor::RateLimiter;
+use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, SketchLimiter, SketchSize};
 use tollgate_test_support::cpu::{on_cpu, thread_cpu};
-use tollgate_test_support::XorShift64Star;
 
-const RATE: u32 = 1_000_000_000;
-const MILLION: u64 = 1_000_000;
-
-fn quota() -> Quota {
-    Quota::per_second(u64::from(RATE)).unwrap()
-}
-
-fn gov_quota() -> GovQuota {
-    GovQuota::per_second(NonZeroU32::new(RATE).unwrap())
-}
+use keyed_common::{gov_quota, quota, random_keys, MILLION};
 
 /// 2^18 columns (4 MiB), the size of the flood example's sketch: larger than the caches,
 /// as a sketch for a flood is.
@@ -48,12 +39,6 @@ fn sketch() -> SketchLimiter<u64> {
 /// The same sketch with 4,096 exact entries (`HybridSketchLimiter`).
 fn hybrid() -> HybridSketchLimiter<u64> {
     HybridSketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap(), 4_096)
-}
-
-/// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
-fn random_keys(len: usize) -> Vec<u64> {
-    let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15);
-    (0..len).map(|_| rng.below(MILLION)).collect()
 }
 
 fn one_key(c: &mut Criterion) {
