@@ -194,6 +194,28 @@ impl RedisServer {
     }
 }
 
+/// The suffix of `algorithm`'s state key: the state of `key` is `{tollgate:<key>}:<suffix>`.
+pub fn state_suffix(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::TokenBucket => "tb",
+        Algorithm::FixedWindow => "fw",
+        Algorithm::SlidingWindow => "swc",
+        Algorithm::SlidingLog => "log",
+    }
+}
+
+impl RedisServer {
+    /// `PTTL` of `algorithm`'s state key of `key`, in milliseconds, parsed as a `T` (a
+    /// negative answer, no key or no expiry, fails to parse as an unsigned `T`).
+    pub fn state_pttl<T: std::str::FromStr>(&self, key: &str, algorithm: Algorithm) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
+        let state = format!("{{tollgate:{key}}}:{}", state_suffix(algorithm));
+        self.cli(&["PTTL", &state]).trim().parse().unwrap()
+    }
+}
+
 impl RedisServer {
     /// This cluster node's id.
     pub fn id(&self) -> String {
