@@ -10,10 +10,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, cost, step};
-use tollgate::{
-    Algorithm, Clock, FixedWindow, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
-};
+use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use tollgate::{Clock, FixedWindow, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_test_support::{BuildShifted, TwoWindow};
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
@@ -36,32 +34,22 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
             SketchSize::columns(columns).unwrap(),
             clock.clone(),
         );
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
+        let exact = exact_map(quota, &clock);
         // Every key's shadow made with the sketch, on its origin (see the fuzz target).
-        let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
-            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-            .collect();
-        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut shadows = shadows(quota, &clock, keys);
+        let mut admitted = Admitted::default();
         for i in 0..400 {
             step(&mut rng, &clock, period, back);
             let key = rng.below(keys);
             let n = cost(&mut rng, limit, 4);
-            let d = if n == 1 && rng.below(2) == 0 {
-                sketch.try_acquire(&key)
-            } else {
-                sketch.try_acquire_n(&key, n)
-            };
+            let d = ask(&sketch, &mut rng, key, n);
             let e = exact.try_acquire_n(&key, n);
             let shadow = shadows
                 .entry(key)
                 .or_insert_with(|| FixedWindow::with_clock(quota, clock.clone()));
             let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
             check_against_shadow(&d, shadow, n, &at);
-            let tally = admitted.entry(key).or_default();
-            tally.0 += if d.is_allowed() { n } else { 0 };
-            tally.1 += if e.is_allowed() { n } else { 0 };
+            let tally = admitted.count(key, n, &d, &e);
             // With the clock stepping back the exact map counts a request behind a key's
             // window in that later window where the sketch denies it, and a later request may
             // then pass the sketch and not the map: the shadow check above holds either way.
@@ -90,9 +78,7 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
             clock.clone(),
         )
         .with_hasher(Spread::default());
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
+        let exact = exact_map(quota, &clock);
         for i in 0..300 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(64);

@@ -7,15 +7,11 @@ mod common;
 #[path = "common/shadow.rs"]
 mod shadow;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, cost, step};
-use tollgate::{
-    Algorithm, Clock, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
-    SketchLimiter, SketchSize,
-};
+use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_test_support::BuildShifted;
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
@@ -39,23 +35,15 @@ fn never_admits_more_than_the_exact_map() {
             clock.clone(),
         )
         .promote_at(1 + rng.below(limit));
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
-        let shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
-            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-            .collect();
-        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        let exact = exact_map(quota, &clock);
+        let shadows = shadows(quota, &clock, keys);
+        let mut admitted = Admitted::default();
         for i in 0..500 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(keys);
             let n = cost(&mut rng, limit, 5);
             let p = hybrid.peek(&key, n);
-            let d = if n == 1 && rng.below(2) == 0 {
-                hybrid.try_acquire(&key)
-            } else {
-                hybrid.try_acquire_n(&key, n)
-            };
+            let d = ask(&hybrid, &mut rng, key, n);
             let e = exact.try_acquire_n(&key, n);
             let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
             let shadow = &shadows[&key];
@@ -66,9 +54,7 @@ fn never_admits_more_than_the_exact_map() {
                 d.is_allowed(),
                 "{at}: peek {p:?} then {d:?}"
             );
-            let tally = admitted.entry(key).or_default();
-            tally.0 += if d.is_allowed() { n } else { 0 };
-            tally.1 += if e.is_allowed() { n } else { 0 };
+            let tally = admitted.count(key, n, &d, &e);
             assert!(
                 tally.0 <= tally.1,
                 "{at}: hybrid {} > exact {}",
