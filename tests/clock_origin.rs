@@ -78,6 +78,11 @@ trait Subject {
 
 struct Single<L>(L);
 
+/// `limiter` as a subject named `name`.
+fn single<L: Limiter + 'static>(name: &str, limiter: L) -> (String, Box<dyn Subject>) {
+    (name.into(), Box::new(Single(limiter)))
+}
+
 impl<L: Limiter> Subject for Single<L> {
     fn acquire(&self, _: u64, n: u64) -> Out {
         Out::Decision(self.0.try_acquire_n(n))
@@ -159,43 +164,26 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
     let c = || clock.clone();
     let plan = Quota::try_new(2, Duration::from_millis(250)).unwrap();
     let mut out: Vec<(String, Box<dyn Subject>)> = vec![
-        (
-            "TokenBucket".into(),
-            Box::new(Single(TokenBucket::with_clock(quota, c()))),
+        single("TokenBucket", TokenBucket::with_clock(quota, c())),
+        single("FixedWindow", FixedWindow::with_clock(quota, c())),
+        single("SlidingWindow", SlidingWindow::with_clock(quota, c())),
+        single(
+            "SlidingWindow/4",
+            SlidingWindow::try_with_slots(quota, 4, c()).unwrap(),
         ),
-        (
-            "FixedWindow".into(),
-            Box::new(Single(FixedWindow::with_clock(quota, c()))),
+        single(
+            "SlidingLog",
+            SlidingLog::try_with_clock(quota, c()).unwrap(),
         ),
-        (
-            "SlidingWindow".into(),
-            Box::new(Single(SlidingWindow::with_clock(quota, c()))),
+        single("MutexTokenBucket", MutexTokenBucket::with_clock(quota, c())),
+        single("MutexFixedWindow", MutexFixedWindow::with_clock(quota, c())),
+        single(
+            "MutexSlidingWindow",
+            MutexSlidingWindow::with_clock(quota, c()),
         ),
-        (
-            "SlidingWindow/4".into(),
-            Box::new(Single(
-                SlidingWindow::try_with_slots(quota, 4, c()).unwrap(),
-            )),
-        ),
-        (
-            "SlidingLog".into(),
-            Box::new(Single(SlidingLog::try_with_clock(quota, c()).unwrap())),
-        ),
-        (
-            "MutexTokenBucket".into(),
-            Box::new(Single(MutexTokenBucket::with_clock(quota, c()))),
-        ),
-        (
-            "MutexFixedWindow".into(),
-            Box::new(Single(MutexFixedWindow::with_clock(quota, c()))),
-        ),
-        (
-            "MutexSlidingWindow".into(),
-            Box::new(Single(MutexSlidingWindow::with_clock(quota, c()))),
-        ),
-        (
-            "MutexSlidingLog".into(),
-            Box::new(Single(MutexSlidingLog::try_with_clock(quota, c()).unwrap())),
+        single(
+            "MutexSlidingLog",
+            MutexSlidingLog::try_with_clock(quota, c()).unwrap(),
         ),
         (
             "LiveTokenBucket".into(),
@@ -224,12 +212,12 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
                 },
             )),
         ),
-        (
-            "Leased".into(),
-            Box::new(Single(Leased::new(
+        single(
+            "Leased",
+            Leased::new(
                 TokenBucket::with_clock(quota, c()),
                 Lease::try_new(3, Duration::from_millis(50)).unwrap(),
-            ))),
+            ),
         ),
     ];
     // A group of the three member kinds, and a second group sharing the global member.
@@ -243,9 +231,9 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
         ],
     )
     .unwrap();
-    out.push(("Limits".into(), Box::new(Single(group))));
+    out.push(single("Limits", group));
     let other = Limits::try_new(c(), [Arc::new(Member::token_bucket(quota)), global]).unwrap();
-    out.push(("Limits/shared".into(), Box::new(Single(other))));
+    out.push(single("Limits/shared", other));
     for algorithm in Algorithm::ALL {
         let map = KeyedLimiter::try_with_clock(algorithm, quota, c()).unwrap();
         out.push((format!("Keyed {algorithm:?}"), Box::new(Keyed(map, plan))));
