@@ -101,41 +101,25 @@ impl<B: Backend> IntoBackend for B {
     }
 }
 
-impl<K, C, S> IntoBackend for KeyedLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = LocalBackend<K, C, S>;
-    fn into_backend(self) -> LocalBackend<K, C, S> {
-        KeyedBackend::new(self)
-    }
+/// An in-process keyed limiter is a backend as a [`KeyedBackend`] over it (for the map,
+/// [`LocalBackend`]).
+macro_rules! keyed_into_backend {
+    ($($ty:ident),*) => {$(
+        impl<K, C, S> IntoBackend for $ty<K, C, S>
+        where
+            K: Hash + Eq + Clone + Send + Sync + 'static,
+            C: Clock + 'static,
+            S: BuildHasher + Send + Sync + 'static,
+        {
+            type Backend = KeyedBackend<K, $ty<K, C, S>>;
+            fn into_backend(self) -> Self::Backend {
+                KeyedBackend::new(self)
+            }
+        }
+    )*};
 }
 
-impl<K, C, S> IntoBackend for SketchLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = KeyedBackend<K, SketchLimiter<K, C, S>>;
-    fn into_backend(self) -> Self::Backend {
-        KeyedBackend::new(self)
-    }
-}
-
-impl<K, C, S> IntoBackend for HybridSketchLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = KeyedBackend<K, HybridSketchLimiter<K, C, S>>;
-    fn into_backend(self) -> Self::Backend {
-        KeyedBackend::new(self)
-    }
-}
+keyed_into_backend!(KeyedLimiter, SketchLimiter, HybridSketchLimiter);
 
 /// A [`Backend`] over an in-process keyed limiter `L`, asked by keys `K`: decisions in
 /// nanoseconds, never an error. `L` is any [`KeyedLimit<K>`](KeyedLimit): a [`KeyedLimiter`]
