@@ -76,30 +76,14 @@ trait Subject {
     fn upkeep(&self, step: u64) -> Out;
 }
 
-struct Single<L>(L);
-
-/// `limiter` as a subject named `name`.
-fn single<L: Limiter + 'static>(name: &str, limiter: L) -> (String, Box<dyn Subject>) {
-    (name.into(), Box::new(Single(limiter)))
-}
-
-impl<L: Limiter> Subject for Single<L> {
-    fn acquire(&self, _: u64, n: u64) -> Out {
-        Out::Decision(self.0.try_acquire_n(n))
-    }
-    fn peek(&self, _: u64, n: u64) -> Out {
-        Out::Decision(self.0.peek(n))
-    }
-    fn refund(&self, _: u64, n: u64) -> Out {
-        Out::Count(self.0.refund(n))
-    }
-    fn upkeep(&self, _: u64) -> Out {
-        Out::Unit
-    }
-}
-
-/// A live limiter: its upkeep changes the limit (keeping the period, so windows may change).
+/// A limiter and its upkeep: a live limiter's changes the limit (keeping the period, so
+/// windows may change); any other's does nothing.
 struct LiveOne<L>(L, fn(&L, u64));
+
+/// `limiter` as a subject named `name`, its upkeep nothing.
+fn single<L: Limiter + 'static>(name: &str, limiter: L) -> (String, Box<dyn Subject>) {
+    (name.into(), Box::new(LiveOne(limiter, |_, _| {})))
+}
 
 /// The quota a live limiter's upkeep sets at step `step`: a limit of 1 to 9 per `period`.
 fn limit_at(step: u64, period: Duration) -> Quota {
