@@ -17,6 +17,23 @@ use tollgate_test_support::BuildShifted;
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
 type Identity = BuildShifted<0>;
 
+/// A hybrid of `columns` columns and `exact` entries on `clock`, its keys placed by
+/// [`Identity`].
+fn placed(
+    quota: Quota,
+    columns: u64,
+    exact: usize,
+    clock: &ManualClock,
+) -> HybridSketchLimiter<u64, ManualClock, Identity> {
+    HybridSketchLimiter::with_clock(
+        quota,
+        SketchSize::columns(columns).unwrap(),
+        exact,
+        clock.clone(),
+    )
+    .with_hasher(Identity::default())
+}
+
 #[test]
 fn never_admits_more_than_the_exact_map() {
     let mut rng = Rng(0x4b1d);
@@ -69,14 +86,7 @@ fn never_admits_more_than_the_exact_map() {
 fn a_promoted_key_keeps_what_the_sketch_counted() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(10).unwrap();
-    let l = HybridSketchLimiter::<u64, _>::with_clock(
-        quota,
-        SketchSize::columns(1).unwrap(),
-        4,
-        clock.clone(),
-    )
-    .with_hasher(Identity::default())
-    .promote_at(6);
+    let l = placed(quota, 1, 4, &clock).promote_at(6);
     // Another key in both lanes of key 1's column (one column, lane pair 0 for both: low
     // hash bits 0) counts 2: key 1's estimate is its own count plus 2.
     let (heavy, other) = (1u64 << 40, 2u64 << 40);
@@ -101,14 +111,7 @@ fn an_entry_taken_back_gives_no_fresh_limit() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(4).unwrap();
     // One exact entry: every key has the same slot.
-    let l = HybridSketchLimiter::<u64, _>::with_clock(
-        quota,
-        SketchSize::columns(64).unwrap(),
-        1,
-        clock.clone(),
-    )
-    .with_hasher(Identity::default())
-    .promote_at(2);
+    let l = placed(quota, 64, 1, &clock).promote_at(2);
     // Apart in the sketch (columns 4 and 8 of 64), so neither counts in the other's estimate.
     let (a, b) = (1u64 << 60, 2u64 << 60);
     assert_eq!((0..6).filter(|_| l.try_acquire(&a).is_allowed()).count(), 4);
