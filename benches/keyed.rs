@@ -24,54 +24,18 @@
 //!   window's change only publishes; throughput in keys per second.
 #![allow(missing_docs)]
 
+mod keyed_common;
+
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use governor::{Quota as GovQuota, RateLimiter};
+use governor::RateLimiter;
 use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
-use tollgate_test_support::XorShift64Star;
+use tollgate_test_support::cpu::{on_cpu, thread_cpu};
 
-/// Never denies at the request rates of a benchmark: both limiters take their admission path.
-const RATE: u32 = 1_000_000_000;
-const MILLION: u64 = 1_000_000;
-
-fn quota() -> Quota {
-    Quota::per_second(u64::from(RATE)).unwrap()
-}
-
-fn gov_quota() -> GovQuota {
-    GovQuota::per_second(NonZeroU32::new(RATE).unwrap())
-}
-
-/// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
-fn random_keys(len: usize) -> Vec<u64> {
-    let mut rng = XorShift64Star(0x9E37_79B9_7F4A_7C15);
-    (0..len).map(|_| rng.below(MILLION)).collect()
-}
-
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// `iters` calls of `f`, timed in this thread's CPU time.
-fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
-    let start = thread_cpu();
-    for i in 0..iters {
-        f(i);
-    }
-    thread_cpu() - start
-}
+use keyed_common::{gov_quota, quota, random_keys, MILLION, RATE};
 
 /// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.
 const BATCH: u64 = 64;

@@ -18,24 +18,17 @@
 //!   are rebuilt every 2^20 keys so that memory stays bounded; that cost is counted.
 #![allow(missing_docs)]
 
+mod keyed_common;
+
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use governor::{Quota as GovQuota, RateLimiter};
-use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, Quota, SketchLimiter, SketchSize};
+use governor::RateLimiter;
+use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, SketchLimiter, SketchSize};
+use tollgate_test_support::cpu::{on_cpu, thread_cpu};
 
-const RATE: u32 = 1_000_000_000;
-const MILLION: u64 = 1_000_000;
-
-fn quota() -> Quota {
-    Quota::per_second(u64::from(RATE)).unwrap()
-}
-
-fn gov_quota() -> GovQuota {
-    GovQuota::per_second(NonZeroU32::new(RATE).unwrap())
-}
+use keyed_common::{gov_quota, quota, random_keys, MILLION};
 
 /// 2^18 columns (4 MiB), the size of the flood example's sketch: larger than the caches,
 /// as a sketch for a flood is.
@@ -46,40 +39,6 @@ fn sketch() -> SketchLimiter<u64> {
 /// The same sketch with 4,096 exact entries (`HybridSketchLimiter`).
 fn hybrid() -> HybridSketchLimiter<u64> {
     HybridSketchLimiter::new(quota(), SketchSize::columns(1 << 18).unwrap(), 4_096)
-}
-
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// `iters` calls of `f`, timed in this thread's CPU time.
-fn on_cpu(iters: u64, mut f: impl FnMut(u64)) -> Duration {
-    let start = thread_cpu();
-    for i in 0..iters {
-        f(i);
-    }
-    thread_cpu() - start
-}
-
-/// A fixed sequence of keys in `0..MILLION`, drawn by xorshift64*.
-fn random_keys(len: usize) -> Vec<u64> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            x.wrapping_mul(0x2545_F491_4F6C_DD1D) % MILLION
-        })
-        .collect()
 }
 
 fn one_key(c: &mut Criterion) {

@@ -43,6 +43,7 @@ use tollgate::{
     Algorithm, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
     WhenFull,
 };
+use tollgate_test_support::cpu::thread_cpu;
 
 /// Counts live bytes on top of the system allocator.
 struct Counting;
@@ -113,18 +114,6 @@ const LIGHT_KEYS: u64 = 10_000;
 const WINDOWS: u64 = 4;
 /// Hasher seeds the heavy table sums over (collisions differ by seed).
 const SEEDS: u64 = 8;
-
-/// This thread's CPU time so far.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
 
 /// What one limiter did with one stream.
 struct Run {
@@ -363,26 +352,17 @@ fn heavy_keys(quota: Quota) {
         SketchSize::columns(size.column_count(&quota) + EXACT as u64).expect("a column count");
     let (mut s, mut w, mut h) = (Heavy::default(), Heavy::default(), Heavy::default());
     for seed in 0..SEEDS {
-        let clock = ManualClock::new();
-        let sketch = SketchLimiter::<u64, _>::with_clock(quota, size, clock.clone())
-            .with_hasher(foldhash::fast::FixedState::with_seed(seed));
-        s.add(heavy_run(
-            &orders,
-            &clock,
-            &sketch,
-            sketch.bytes(),
-            |l, k| l.try_acquire(&k).is_allowed(),
-        ));
-        let clock = ManualClock::new();
-        let sketch = SketchLimiter::<u64, _>::with_clock(quota, wide, clock.clone())
-            .with_hasher(foldhash::fast::FixedState::with_seed(seed));
-        w.add(heavy_run(
-            &orders,
-            &clock,
-            &sketch,
-            sketch.bytes(),
-            |l, k| l.try_acquire(&k).is_allowed(),
-        ));
+        // A plain sketch of `columns` on its own clock, hashed with this seed.
+        let plain = |columns| {
+            let clock = ManualClock::new();
+            let sketch = SketchLimiter::<u64, _>::with_clock(quota, columns, clock.clone())
+                .with_hasher(foldhash::fast::FixedState::with_seed(seed));
+            heavy_run(&orders, &clock, &sketch, sketch.bytes(), |l, k| {
+                l.try_acquire(&k).is_allowed()
+            })
+        };
+        s.add(plain(size));
+        w.add(plain(wide));
         let clock = ManualClock::new();
         let hybrid = HybridSketchLimiter::<u64, _>::with_clock(quota, size, EXACT, clock.clone())
             .with_hasher(foldhash::fast::FixedState::with_seed(seed));

@@ -76,25 +76,19 @@ trait Subject {
     fn upkeep(&self, step: u64) -> Out;
 }
 
-struct Single<L>(L);
+/// A limiter and its upkeep: a live limiter's changes the limit (keeping the period, so
+/// windows may change); any other's does nothing.
+struct LiveOne<L>(L, fn(&L, u64));
 
-impl<L: Limiter> Subject for Single<L> {
-    fn acquire(&self, _: u64, n: u64) -> Out {
-        Out::Decision(self.0.try_acquire_n(n))
-    }
-    fn peek(&self, _: u64, n: u64) -> Out {
-        Out::Decision(self.0.peek(n))
-    }
-    fn refund(&self, _: u64, n: u64) -> Out {
-        Out::Count(self.0.refund(n))
-    }
-    fn upkeep(&self, _: u64) -> Out {
-        Out::Unit
-    }
+/// `limiter` as a subject named `name`, its upkeep nothing.
+fn single<L: Limiter + 'static>(name: &str, limiter: L) -> (String, Box<dyn Subject>) {
+    (name.into(), Box::new(LiveOne(limiter, |_, _| {})))
 }
 
-/// A live limiter: its upkeep changes the limit (keeping the period, so windows may change).
-struct LiveOne<L>(L, fn(&L, u64));
+/// The quota a live limiter's upkeep sets at step `step`: a limit of 1 to 9 per `period`.
+fn limit_at(step: u64, period: Duration) -> Quota {
+    Quota::try_new(1 + step % 9, period).unwrap()
+}
 
 impl<L: Limiter> Subject for LiveOne<L> {
     fn acquire(&self, _: u64, n: u64) -> Out {
@@ -154,52 +148,33 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
     let c = || clock.clone();
     let plan = Quota::try_new(2, Duration::from_millis(250)).unwrap();
     let mut out: Vec<(String, Box<dyn Subject>)> = vec![
-        (
-            "TokenBucket".into(),
-            Box::new(Single(TokenBucket::with_clock(quota, c()))),
+        single("TokenBucket", TokenBucket::with_clock(quota, c())),
+        single("FixedWindow", FixedWindow::with_clock(quota, c())),
+        single("SlidingWindow", SlidingWindow::with_clock(quota, c())),
+        single(
+            "SlidingWindow/4",
+            SlidingWindow::try_with_slots(quota, 4, c()).unwrap(),
         ),
-        (
-            "FixedWindow".into(),
-            Box::new(Single(FixedWindow::with_clock(quota, c()))),
+        single(
+            "SlidingLog",
+            SlidingLog::try_with_clock(quota, c()).unwrap(),
         ),
-        (
-            "SlidingWindow".into(),
-            Box::new(Single(SlidingWindow::with_clock(quota, c()))),
+        single("MutexTokenBucket", MutexTokenBucket::with_clock(quota, c())),
+        single("MutexFixedWindow", MutexFixedWindow::with_clock(quota, c())),
+        single(
+            "MutexSlidingWindow",
+            MutexSlidingWindow::with_clock(quota, c()),
         ),
-        (
-            "SlidingWindow/4".into(),
-            Box::new(Single(
-                SlidingWindow::try_with_slots(quota, 4, c()).unwrap(),
-            )),
-        ),
-        (
-            "SlidingLog".into(),
-            Box::new(Single(SlidingLog::try_with_clock(quota, c()).unwrap())),
-        ),
-        (
-            "MutexTokenBucket".into(),
-            Box::new(Single(MutexTokenBucket::with_clock(quota, c()))),
-        ),
-        (
-            "MutexFixedWindow".into(),
-            Box::new(Single(MutexFixedWindow::with_clock(quota, c()))),
-        ),
-        (
-            "MutexSlidingWindow".into(),
-            Box::new(Single(MutexSlidingWindow::with_clock(quota, c()))),
-        ),
-        (
-            "MutexSlidingLog".into(),
-            Box::new(Single(MutexSlidingLog::try_with_clock(quota, c()).unwrap())),
+        single(
+            "MutexSlidingLog",
+            MutexSlidingLog::try_with_clock(quota, c()).unwrap(),
         ),
         (
             "LiveTokenBucket".into(),
             Box::new(LiveOne(
                 LiveTokenBucket::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, Duration::from_millis(200 + step % 900))
-                        .unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, Duration::from_millis(200 + step % 900)));
                 },
             )),
         ),
@@ -208,8 +183,7 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveFixedWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, l.quota().period()));
                 },
             )),
         ),
@@ -218,17 +192,16 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
             Box::new(LiveOne(
                 LiveSlidingWindow::with_clock(quota, c()),
                 |l, step| {
-                    let q = Quota::try_new(1 + step % 9, l.quota().period()).unwrap();
-                    let _ = l.set_quota(q);
+                    let _ = l.set_quota(limit_at(step, l.quota().period()));
                 },
             )),
         ),
-        (
-            "Leased".into(),
-            Box::new(Single(Leased::new(
+        single(
+            "Leased",
+            Leased::new(
                 TokenBucket::with_clock(quota, c()),
                 Lease::try_new(3, Duration::from_millis(50)).unwrap(),
-            ))),
+            ),
         ),
     ];
     // A group of the three member kinds, and a second group sharing the global member.
@@ -242,9 +215,9 @@ fn subjects(quota: Quota, clock: &Shifted) -> Vec<(String, Box<dyn Subject>)> {
         ],
     )
     .unwrap();
-    out.push(("Limits".into(), Box::new(Single(group))));
+    out.push(single("Limits", group));
     let other = Limits::try_new(c(), [Arc::new(Member::token_bucket(quota)), global]).unwrap();
-    out.push(("Limits/shared".into(), Box::new(Single(other))));
+    out.push(single("Limits/shared", other));
     for algorithm in Algorithm::ALL {
         let map = KeyedLimiter::try_with_clock(algorithm, quota, c()).unwrap();
         out.push((format!("Keyed {algorithm:?}"), Box::new(Keyed(map, plan))));

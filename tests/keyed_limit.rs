@@ -24,6 +24,16 @@ enum Ask {
 /// A fixed hasher, so that two sketches put every key in the same column and lanes.
 type Fixed = BuildHasherDefault<DefaultHasher>;
 
+/// What `$limiter`'s own methods answer to an [`Ask`], for [`agree`]'s `inherent`.
+macro_rules! own_methods {
+    ($limiter:expr) => {
+        |k, ask| match ask {
+            Ask::One => $limiter.try_acquire(k),
+            Ask::N(n) => $limiter.try_acquire_n(k, n),
+        }
+    };
+}
+
 fn quota() -> Quota {
     Quota::per_second(5).unwrap()
 }
@@ -96,15 +106,7 @@ fn keyed_limiter_answers_through_the_trait_as_its_own_methods() {
     for algorithm in Algorithm::ALL {
         let (c1, c2) = clocks();
         let (t, i) = (map(algorithm, &c1), map(algorithm, &c2));
-        agree(
-            &format!("{algorithm:?}"),
-            &t,
-            |k, ask| match ask {
-                Ask::One => i.try_acquire(k),
-                Ask::N(n) => i.try_acquire_n(k, n),
-            },
-            [&c1, &c2],
-        );
+        agree(&format!("{algorithm:?}"), &t, own_methods!(i), [&c1, &c2]);
         assert_eq!(KeyedLimit::<str>::quota(&t), i.quota());
         assert_eq!(t.len(), i.len());
     }
@@ -119,10 +121,7 @@ fn a_pin_answers_through_the_trait_as_its_own_methods() {
         agree(
             &format!("pinned {algorithm:?}"),
             &tp,
-            |k, ask| match ask {
-                Ask::One => ip.try_acquire(k),
-                Ask::N(n) => ip.try_acquire_n(k, n),
-            },
+            own_methods!(ip),
             [&c1, &c2],
         );
         assert_eq!(KeyedLimit::<str>::quota(&tp), i.quota());
@@ -140,10 +139,7 @@ fn a_metered_map_answers_and_counts_through_the_trait_as_its_own_methods() {
         agree(
             &format!("metered {algorithm:?}"),
             &t,
-            |k, ask| match ask {
-                Ask::One => i.try_acquire(k),
-                Ask::N(n) => i.try_acquire_n(k, n),
-            },
+            own_methods!(i),
             [&c1, &c2],
         );
         assert_eq!(t.snapshot(), i.snapshot(), "metered {algorithm:?}");
@@ -159,10 +155,7 @@ fn a_sketch_answers_through_the_trait_as_its_own_methods() {
         agree(
             &format!("sketch, sliding: {sliding}"),
             &t,
-            |k, ask| match ask {
-                Ask::One => i.try_acquire(k),
-                Ask::N(n) => i.try_acquire_n(k, n),
-            },
+            own_methods!(i),
             [&c1, &c2],
         );
         assert_eq!(KeyedLimit::<str>::quota(&t), i.quota());
@@ -185,15 +178,7 @@ fn a_hybrid_sketch_answers_through_the_trait_as_its_own_methods() {
         .promote_at(3)
     };
     let (t, i) = (hybrid(&c1), hybrid(&c2));
-    agree(
-        "hybrid sketch",
-        &t,
-        |k, ask| match ask {
-            Ask::One => i.try_acquire(k),
-            Ask::N(n) => i.try_acquire_n(k, n),
-        },
-        [&c1, &c2],
-    );
+    agree("hybrid sketch", &t, own_methods!(i), [&c1, &c2]);
     assert_eq!(KeyedLimit::<str>::quota(&t), i.quota());
 }
 
@@ -201,15 +186,7 @@ fn a_hybrid_sketch_answers_through_the_trait_as_its_own_methods() {
 fn a_metered_sketch_counts_what_the_sketch_answers() {
     let (c1, c2) = clocks();
     let (t, i) = (Metered::new(sketch(&c1, false)), sketch(&c2, false));
-    agree(
-        "metered sketch",
-        &t,
-        |k, ask| match ask {
-            Ask::One => i.try_acquire(k),
-            Ask::N(n) => i.try_acquire_n(k, n),
-        },
-        [&c1, &c2],
-    );
+    agree("metered sketch", &t, own_methods!(i), [&c1, &c2]);
     let s = t.snapshot();
     assert_eq!(s.decisions(), 3_000);
     assert_eq!(s.evicted_keys, 0);

@@ -11,19 +11,13 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{ms, Rng};
+use common::{bucket_changes, burst_quota as quota, ms, Rng};
 use tollgate::{
     Algorithm, Decision, FixedWindow, KeyedError, KeyedLimiter, Limiter, LiveFixedWindow,
     LiveTokenBucket, ManualClock, Quota, QuotaError, TokenBucket, WhenFull,
 };
 
 type Keyed<K = u64> = KeyedLimiter<K, ManualClock>;
-
-fn quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
-    Quota::try_new(limit, ms(period_ms))
-        .and_then(|q| q.with_burst(burst))
-        .unwrap()
-}
 
 /// A live map of `algorithm` on `clock`.
 fn live_on<K: std::hash::Hash + Eq>(
@@ -289,16 +283,10 @@ fn differential(algorithm: Algorithm, own: Quota, plans: [Quota; 2], changes: &[
 
 #[test]
 fn a_live_keyed_bucket_decides_as_one_live_bucket_per_key() {
-    let changes = [
-        quota(10, 1_000, 10),
-        quota(100, 1_000, 100),
-        quota(1, 1_000, 3),
-        quota(40, 2_000, 5),
-        quota(5, 1_000, 20),
-        quota(1_000, 60_000, 50),
-        quota(2, 1_000, 1),
-        quota(8, 500, 4),
-    ];
+    let changes: Vec<Quota> = bucket_changes()
+        .into_iter()
+        .chain([quota(2, 1_000, 1), quota(8, 500, 4)])
+        .collect();
     differential(
         Algorithm::TokenBucket,
         quota(10, 1_000, 10),

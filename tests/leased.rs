@@ -18,6 +18,14 @@ use harness::{Cmd, Envelope, Worker};
 /// A small deterministic generator (xorshift64*), so every run replays from its seed.
 use tollgate_test_support::XorShift64Star as Rng;
 
+/// A token bucket of `quota` on `clock` behind leases of `lease`, to share between threads.
+fn shared_bucket(quota: Quota, lease: Lease, clock: &ManualClock) -> Arc<Leased<ManualClock>> {
+    Arc::new(Leased::new(
+        TokenBucket::with_clock(quota, clock.clone()),
+        lease,
+    ))
+}
+
 /// The bucket's own level, exactly: a cost of 0 is decided by the bucket alone.
 fn level(limiter: &Leased<ManualClock>) -> u64 {
     limiter.try_acquire_n(0).remaining()
@@ -214,10 +222,7 @@ fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
     clock.set(Duration::from_secs(3));
     let quota = Quota::per_second(100).unwrap().with_burst(37).unwrap();
     let lease = Lease::try_new(8, Duration::from_secs(1)).unwrap();
-    let limiter = Arc::new(Leased::new(
-        TokenBucket::with_clock(quota, clock.clone()),
-        lease,
-    ));
+    let limiter = shared_bucket(quota, lease, &clock);
     let workers: Vec<Worker> = (0..9).map(|_| Worker::spawn(limiter.clone())).collect();
     let mut admitted = 0;
     // Round robin until every thread is denied: each leftover lease is spent or given back.
@@ -244,10 +249,7 @@ fn exiting_threads_give_their_leases_back() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(1_000).unwrap();
     let lease = Lease::try_new(32, Duration::from_secs(1)).unwrap();
-    let limiter = Arc::new(Leased::new(
-        TokenBucket::with_clock(quota, clock.clone()),
-        lease,
-    ));
+    let limiter = shared_bucket(quota, lease, &clock);
     let workers: Vec<Worker> = (0..4).map(|_| Worker::spawn(limiter.clone())).collect();
     let mut admitted = 0;
     for w in &workers {
@@ -272,10 +274,7 @@ fn an_empty_bucket_admits_nothing_through_leases() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(64).unwrap();
     let lease = Lease::try_new(16, Duration::from_secs(1)).unwrap();
-    let limiter = Arc::new(Leased::new(
-        TokenBucket::with_clock(quota, clock.clone()),
-        lease,
-    ));
+    let limiter = shared_bucket(quota, lease, &clock);
     assert!(limiter.try_acquire_n(64).is_allowed()); // drained, on the exact path
 
     // Under miri (~1000× slower) 100 calls per thread instead of 1,000: still many leases'
@@ -544,10 +543,7 @@ fn leases_of_one_token_never_overshoot() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(100).unwrap();
     let lease = Lease::try_new(1, Duration::from_secs(10)).unwrap();
-    let limiter = Arc::new(Leased::new(
-        TokenBucket::with_clock(quota, clock.clone()),
-        lease,
-    ));
+    let limiter = shared_bucket(quota, lease, &clock);
     assert_eq!(limiter.max_overshoot(), 0);
     let mut env = Envelope::new(&quota, 0);
     let workers: Vec<_> = (0..3).map(|_| Worker::spawn(limiter.clone())).collect();

@@ -8,17 +8,11 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{ms, Rng};
+use common::{bucket_changes, burst_quota as quota, ms, Rng};
 use tollgate::{
     Clock, FixedWindow, Limiter, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, ManualClock,
     Quota, QuotaError, SlidingWindow, TokenBucket,
 };
-
-fn quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
-    Quota::try_new(limit, ms(period_ms))
-        .and_then(|q| q.with_burst(burst))
-        .unwrap()
-}
 
 fn bucket(q: Quota) -> (LiveTokenBucket<ManualClock>, ManualClock) {
     let clock = ManualClock::new();
@@ -134,14 +128,7 @@ impl Reference {
 
 #[test]
 fn a_live_bucket_answers_as_the_carried_reference_through_random_changes() {
-    let quotas = [
-        quota(10, 1_000, 10),
-        quota(100, 1_000, 100),
-        quota(1, 1_000, 3),
-        quota(40, 2_000, 5),
-        quota(5, 1_000, 20),
-        quota(1_000, 60_000, 50),
-    ];
+    let quotas = bucket_changes();
     // Shorter under miri, which is a thousand times slower.
     for seed in 1..=if cfg!(miri) { 2 } else { 8 } {
         let mut rng = Rng(seed);

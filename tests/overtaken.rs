@@ -71,6 +71,28 @@ fn admitted(limiter: &dyn Limiter, tries: u64) -> u64 {
         .count() as u64
 }
 
+/// `limiter.refund(n)`, overtaken: after it reads the clock and before it writes, the clock
+/// is set to `then` and other requests ask for 5 units, of which `taken` must pass (`what`
+/// says why). Asserts that the refund read the clock; what it gave back.
+fn overtaken_refund<L: Limiter + 'static>(
+    name: &str,
+    limiter: &Arc<L>,
+    clock: &Overtaken,
+    n: u64,
+    then: Duration,
+    taken: u64,
+    what: &'static str,
+) -> u64 {
+    let (others, at) = (limiter.clone(), clock.clone());
+    clock.arm(move || {
+        at.set(then);
+        assert_eq!(admitted(&*others, 5), taken, "{what}");
+    });
+    let given = limiter.refund(n);
+    assert!(clock.fired(), "{name}: the refund read the clock");
+    given
+}
+
 /// 5 per 1 s windows. One admission at 0.5 s; its refund reads 0.5 s, and before it writes
 /// the clock reaches 1.5 s and others take all 5 of window 1. The refund must give nothing
 /// back (window 1 holds none of its charge), and window 1 must admit no sixth request.
@@ -79,13 +101,7 @@ fn refund_overtaken_by_a_rollover<L: Limiter + 'static>(name: &str, make: impl F
     let limiter = Arc::new(make(clock.clone()));
     clock.set(ms(500));
     assert!(limiter.try_acquire().is_allowed(), "{name}");
-    let (others, at) = (limiter.clone(), clock.clone());
-    clock.arm(move || {
-        at.set(ms(1_500));
-        assert_eq!(admitted(&*others, 5), 5, "window 1 is fresh");
-    });
-    let given = limiter.refund(1);
-    assert!(clock.fired(), "{name}: the refund read the clock");
+    let given = overtaken_refund(name, &limiter, &clock, 1, ms(1_500), 5, "window 1 is fresh");
     assert_eq!(given, 0, "{name}: the refund gave back into a later window");
     assert_eq!(
         admitted(&*limiter, 3),
@@ -121,13 +137,15 @@ fn sliding_refund_overtaken_by_a_new_slot<L: Limiter + 'static>(
     let limiter = Arc::new(make(clock.clone()));
     clock.set(ms(100));
     assert!(limiter.try_acquire().is_allowed(), "{name}");
-    let (others, at) = (limiter.clone(), clock.clone());
-    clock.arm(move || {
-        at.set(ms(200));
-        assert_eq!(admitted(&*others, 5), 4, "4 left in the window");
-    });
-    let given = limiter.refund(1);
-    assert!(clock.fired(), "{name}: the refund read the clock");
+    let given = overtaken_refund(
+        name,
+        &limiter,
+        &clock,
+        1,
+        ms(200),
+        4,
+        "4 left in the window",
+    );
     assert_eq!(given, 0, "{name}: the refund gave back into a later slot");
     assert_eq!(
         admitted(&*limiter, 3),
@@ -182,13 +200,15 @@ fn bucket_refund_overtaken_by_a_later_write<L: Limiter + 'static>(
     let clock = Overtaken::default();
     let limiter = Arc::new(make(clock.clone()));
     assert_eq!(admitted(&*limiter, 5), 5, "{name}");
-    let (others, at) = (limiter.clone(), clock.clone());
-    clock.arm(move || {
-        at.set(Duration::from_secs(100));
-        assert_eq!(admitted(&*others, 5), 5, "refilled");
-    });
-    let given = limiter.refund(9);
-    assert!(clock.fired(), "{name}: the refund read the clock");
+    let given = overtaken_refund(
+        name,
+        &limiter,
+        &clock,
+        9,
+        Duration::from_secs(100),
+        5,
+        "refilled",
+    );
     assert!(given <= 5, "{name}: a refund of {given}, beyond the burst");
     assert_eq!(
         given, 0,

@@ -7,51 +7,16 @@ mod common;
 mod shadow;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, step};
-use tollgate::{
-    Algorithm, Clock, FixedWindow, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
-};
+use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use tollgate::{Clock, FixedWindow, ManualClock, Quota, SketchLimiter, SketchSize};
+use tollgate_test_support::{BuildShifted, TwoWindow};
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
 /// keys share a column when there are at least 64 columns.
-#[derive(Clone, Default)]
-struct Spread;
-
-struct SpreadHasher(u64);
-
-impl Hasher for SpreadHasher {
-    fn finish(&self) -> u64 {
-        self.0 << 58
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0 << 8 | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-impl BuildHasher for Spread {
-    type Hasher = SpreadHasher;
-    fn build_hasher(&self) -> SpreadHasher {
-        SpreadHasher(0)
-    }
-}
-
-fn cost(rng: &mut Rng, limit: u64) -> u64 {
-    match rng.below(20) {
-        0 => 0,
-        1 => limit + 1 + rng.below(3),
-        2..=4 => 1 + rng.below(limit),
-        _ => 1,
-    }
-}
+type Spread = BuildShifted<58>;
 
 #[test]
 fn fixed_window_never_admits_more_than_the_exact_map() {
@@ -69,32 +34,22 @@ fn fixed_window_never_admits_more_than_the_exact_map() {
             SketchSize::columns(columns).unwrap(),
             clock.clone(),
         );
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
+        let exact = exact_map(quota, &clock);
         // Every key's shadow made with the sketch, on its origin (see the fuzz target).
-        let mut shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
-            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-            .collect();
-        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut shadows = shadows(quota, &clock, keys);
+        let mut admitted = Admitted::default();
         for i in 0..400 {
             step(&mut rng, &clock, period, back);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
-            let d = if n == 1 && rng.below(2) == 0 {
-                sketch.try_acquire(&key)
-            } else {
-                sketch.try_acquire_n(&key, n)
-            };
+            let n = cost(&mut rng, limit, 4);
+            let d = ask(&sketch, &mut rng, key, n);
             let e = exact.try_acquire_n(&key, n);
             let shadow = shadows
                 .entry(key)
                 .or_insert_with(|| FixedWindow::with_clock(quota, clock.clone()));
             let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
             check_against_shadow(&d, shadow, n, &at);
-            let tally = admitted.entry(key).or_default();
-            tally.0 += if d.is_allowed() { n } else { 0 };
-            tally.1 += if e.is_allowed() { n } else { 0 };
+            let tally = admitted.count(key, n, &d, &e);
             // With the clock stepping back the exact map counts a request behind a key's
             // window in that later window where the sketch denies it, and a later request may
             // then pass the sketch and not the map: the shadow check above holds either way.
@@ -122,14 +77,12 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
             SketchSize::columns(64 + rng.below(1_000)).unwrap(),
             clock.clone(),
         )
-        .with_hasher(Spread);
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
+        .with_hasher(Spread::default());
+        let exact = exact_map(quota, &clock);
         for i in 0..300 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(64);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 4);
             let (d, e) = (sketch.try_acquire_n(&key, n), exact.try_acquire_n(&key, n));
             denials += usize::from(!e.is_allowed());
             assert_eq!(d, e, "case {case} op {i} key {key} n {n}");
@@ -139,53 +92,6 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
         denials > 1_000,
         "the streams must reach the limits: {denials}"
     );
-}
-
-/// A key's exact two-window weighted counter. As the exact limiters' words, it moves to a
-/// new window only when it counts there: time going back counts against the stored window.
-#[derive(Default, Clone, Copy)]
-struct TwoWindow {
-    window: u64,
-    cur: u64,
-    prev: u64,
-}
-
-impl TwoWindow {
-    /// The counter as of `t` (clock ns).
-    fn rolled(self, t: u64, len: u64) -> TwoWindow {
-        let current = t / len;
-        if current > self.window {
-            let prev = if current == self.window + 1 {
-                self.cur
-            } else {
-                0
-            };
-            TwoWindow {
-                window: current,
-                cur: 0,
-                prev,
-            }
-        } else {
-            self
-        }
-    }
-
-    /// The estimate at `t`.
-    fn estimate(&self, t: u64, len: u64) -> u64 {
-        let r = self.rolled(t, len);
-        let offset = t.saturating_sub(r.window * len).min(len);
-        let w = u128::from(r.prev) * u128::from(len - offset);
-        r.cur + w.div_ceil(u128::from(len)) as u64
-    }
-
-    /// Counts `n` at `t` (nothing, and no move, for a cost of 0).
-    fn charge(&mut self, t: u64, len: u64, n: u64) {
-        if n == 0 {
-            return;
-        }
-        *self = self.rolled(t, len);
-        self.cur += n;
-    }
 }
 
 #[test]
@@ -205,7 +111,7 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
             clock.clone(),
         )
         .unwrap()
-        .with_hasher(Spread);
+        .with_hasher(Spread::default());
         // Narrow: keys collide (the invariant); wide: no key shares a column (equality).
         let keys = if wide { 64 } else { 2 + rng.below(30) };
         let mut own: HashMap<u64, TwoWindow> = HashMap::new();
@@ -213,7 +119,7 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
         for i in 0..400 {
             step(&mut rng, &clock, period, !wide && case % 3 == 0);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 4);
             let t = clock.now_nanos();
             let d = sketch.try_acquire_n(&key, n);
             let at = format!("case {case} op {i} key {key} n {n} at {t}");

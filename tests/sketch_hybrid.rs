@@ -7,51 +7,31 @@ mod common;
 #[path = "common/shadow.rs"]
 mod shadow;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{check_against_shadow, step};
-use tollgate::{
-    Algorithm, Clock, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
-    SketchLimiter, SketchSize,
-};
+use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
+use tollgate_test_support::BuildShifted;
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
-#[derive(Clone, Default)]
-struct Identity;
+type Identity = BuildShifted<0>;
 
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0 << 8 | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
-    }
-}
-
-fn cost(rng: &mut Rng, limit: u64) -> u64 {
-    match rng.below(20) {
-        0 => 0,
-        1 => limit + 1 + rng.below(3),
-        2..=5 => 1 + rng.below(limit),
-        _ => 1,
-    }
+/// A hybrid of `columns` columns and `exact` entries on `clock`, its keys placed by
+/// [`Identity`].
+fn placed(
+    quota: Quota,
+    columns: u64,
+    exact: usize,
+    clock: &ManualClock,
+) -> HybridSketchLimiter<u64, ManualClock, Identity> {
+    HybridSketchLimiter::with_clock(
+        quota,
+        SketchSize::columns(columns).unwrap(),
+        exact,
+        clock.clone(),
+    )
+    .with_hasher(Identity::default())
 }
 
 #[test]
@@ -72,23 +52,15 @@ fn never_admits_more_than_the_exact_map() {
             clock.clone(),
         )
         .promote_at(1 + rng.below(limit));
-        let exact =
-            KeyedLimiter::<u64, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-                .unwrap();
-        let shadows: HashMap<u64, FixedWindow<ManualClock>> = (0..keys)
-            .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-            .collect();
-        let mut admitted: HashMap<u64, (u64, u64)> = HashMap::new();
+        let exact = exact_map(quota, &clock);
+        let shadows = shadows(quota, &clock, keys);
+        let mut admitted = Admitted::default();
         for i in 0..500 {
             step(&mut rng, &clock, period, false);
             let key = rng.below(keys);
-            let n = cost(&mut rng, limit);
+            let n = cost(&mut rng, limit, 5);
             let p = hybrid.peek(&key, n);
-            let d = if n == 1 && rng.below(2) == 0 {
-                hybrid.try_acquire(&key)
-            } else {
-                hybrid.try_acquire_n(&key, n)
-            };
+            let d = ask(&hybrid, &mut rng, key, n);
             let e = exact.try_acquire_n(&key, n);
             let at = format!("case {case} op {i} key {key} n {n} at {:?}", clock.now());
             let shadow = &shadows[&key];
@@ -99,9 +71,7 @@ fn never_admits_more_than_the_exact_map() {
                 d.is_allowed(),
                 "{at}: peek {p:?} then {d:?}"
             );
-            let tally = admitted.entry(key).or_default();
-            tally.0 += if d.is_allowed() { n } else { 0 };
-            tally.1 += if e.is_allowed() { n } else { 0 };
+            let tally = admitted.count(key, n, &d, &e);
             assert!(
                 tally.0 <= tally.1,
                 "{at}: hybrid {} > exact {}",
@@ -116,14 +86,7 @@ fn never_admits_more_than_the_exact_map() {
 fn a_promoted_key_keeps_what_the_sketch_counted() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(10).unwrap();
-    let l = HybridSketchLimiter::<u64, _>::with_clock(
-        quota,
-        SketchSize::columns(1).unwrap(),
-        4,
-        clock.clone(),
-    )
-    .with_hasher(Identity)
-    .promote_at(6);
+    let l = placed(quota, 1, 4, &clock).promote_at(6);
     // Another key in both lanes of key 1's column (one column, lane pair 0 for both: low
     // hash bits 0) counts 2: key 1's estimate is its own count plus 2.
     let (heavy, other) = (1u64 << 40, 2u64 << 40);
@@ -148,14 +111,7 @@ fn an_entry_taken_back_gives_no_fresh_limit() {
     let clock = ManualClock::new();
     let quota = Quota::per_second(4).unwrap();
     // One exact entry: every key has the same slot.
-    let l = HybridSketchLimiter::<u64, _>::with_clock(
-        quota,
-        SketchSize::columns(64).unwrap(),
-        1,
-        clock.clone(),
-    )
-    .with_hasher(Identity)
-    .promote_at(2);
+    let l = placed(quota, 64, 1, &clock).promote_at(2);
     // Apart in the sketch (columns 4 and 8 of 64), so neither counts in the other's estimate.
     let (a, b) = (1u64 << 60, 2u64 << 60);
     assert_eq!((0..6).filter(|_| l.try_acquire(&a).is_allowed()).count(), 4);

@@ -319,8 +319,8 @@ fn family<A, B>(
     check: Check,
     refunds: bool,
 ) where
-    A: Limiter,
-    B: Limiter,
+    A: Limiter + 'static,
+    B: Limiter + 'static,
 {
     let seed = 0x5EED_0001;
     // One thread, the clock stepped inline: the lock-free limiter and its twin answer alike.
@@ -345,8 +345,12 @@ fn family<A, B>(
 
     for threads in [2, 4] {
         let seed = seed + threads;
-        let clock = Recording::default();
-        let events = run(&make_a(clock.clone()), refunds, &clock.0, threads, seed);
+        // `threads` threads on the limiter `make` builds on a fresh recording clock.
+        let on_fresh = |make: &dyn Fn(Recording) -> Box<dyn Limiter>| {
+            let clock = Recording::default();
+            run(&*make(clock.clone()), refunds, &clock.0, threads, seed)
+        };
+        let events = on_fresh(&|c| Box::new(make_a(c)));
         // Both outcomes are common: the limit was reached, time moved on, again and again.
         let denied = events.iter().filter(|e| **e == Event::Denied).count() as u64;
         let admitted = events.len() as u64 - denied;
@@ -355,32 +359,17 @@ fn family<A, B>(
             "{admitted} / {denied}"
         );
         check(&events).unwrap_or_else(|e| panic!("lock-free, {threads} threads: {e}"));
-        let clock = Recording::default();
-        let events = run(&make_b(clock.clone()), refunds, &clock.0, threads, seed);
+        let events = on_fresh(&|c| Box::new(make_b(c)));
         check(&events).unwrap_or_else(|e| panic!("twin, {threads} threads: {e}"));
 
         // The checker catches a limiter that admits more than its bound.
-        let clock = Recording::default();
-        let events = run(
-            &Undercharges(make_a(clock.clone())),
-            refunds,
-            &clock.0,
-            threads,
-            seed,
-        );
+        let events = on_fresh(&|c| Box::new(Undercharges(make_a(c))));
         assert!(
             check(&events).is_err(),
             "undercharging, {threads} threads: not caught"
         );
         if refunds {
-            let clock = Recording::default();
-            let events = run(
-                &RefundsOneMore(make_a(clock.clone())),
-                refunds,
-                &clock.0,
-                threads,
-                seed,
-            );
+            let events = on_fresh(&|c| Box::new(RefundsOneMore(make_a(c))));
             assert!(
                 check(&events).is_err(),
                 "over-refunding, {threads} threads: not caught"
@@ -389,46 +378,37 @@ fn family<A, B>(
     }
 }
 
-#[test]
-#[cfg_attr(miri, ignore)]
-fn token_bucket_under_threads() {
-    family(
+/// One test a family: `family` over the lock-free limiter and its mutex twin, each built on
+/// the recording clock it is handed.
+macro_rules! under_threads {
+    ($($name:ident: $lock_free:expr, $twin:expr, $check:expr, refunds: $refunds:expr;)*) => {$(
+        #[test]
+        #[cfg_attr(miri, ignore)]
+        fn $name() {
+            family($lock_free, $twin, $check, $refunds);
+        }
+    )*};
+}
+
+under_threads! {
+    token_bucket_under_threads:
         |c| TokenBucket::with_clock(quota(), c),
         |c| MutexTokenBucket::with_clock(quota(), c),
         check_bucket,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn fixed_window_under_threads() {
-    family(
+        refunds: true;
+    fixed_window_under_threads:
         |c| FixedWindow::with_clock(quota(), c),
         |c| MutexFixedWindow::with_clock(quota(), c),
         check_fixed,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn sliding_window_under_threads() {
-    family(
+        refunds: true;
+    sliding_window_under_threads:
         |c| SlidingWindow::with_clock(quota(), c),
         |c| MutexSlidingWindow::with_clock(quota(), c),
         check_sliding,
-        true,
-    );
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn sliding_log_under_threads() {
-    family(
+        refunds: true;
+    sliding_log_under_threads:
         |c| SlidingLog::try_with_clock(quota(), c).expect("small log"),
         |c| MutexSlidingLog::try_with_clock(quota(), c).expect("small log"),
         check_log,
-        false,
-    );
+        refunds: false;
 }

@@ -13,6 +13,13 @@ use tollgate::{
     Clock, Limiter, ManualClock, Pacing, Quota, TokenBucket, UntilReady, Wait, WaitError,
 };
 
+/// A bucket of one token per 100 ms, at most one at a time, on a fresh clock.
+fn one_per_100ms() -> (ManualClock, TokenBucket<ManualClock>) {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(10).unwrap().with_burst(1).unwrap();
+    (clock.clone(), TokenBucket::with_clock(quota, clock))
+}
+
 /// Polls a future to completion on the calling thread (every sleep here is ready at once).
 fn run<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
@@ -27,11 +34,7 @@ fn run<F: Future>(f: F) -> F::Output {
 
 #[test]
 fn a_paced_client_waits_exactly_its_interval_each_time() {
-    let clock = ManualClock::new();
-    let api = TokenBucket::with_clock(
-        Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-        clock.clone(),
-    );
+    let (clock, api) = one_per_100ms();
     for i in 0..20u64 {
         let d = api
             .blocking_until_ready_with(1, &clock, Pacing::new())
@@ -112,11 +115,7 @@ fn a_request_past_the_horizon_never_passes() {
 
 #[test]
 fn the_deadline_gives_up_without_sleeping_and_admits_within_it() {
-    let clock = ManualClock::new();
-    let bucket = TokenBucket::with_clock(
-        Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-        clock.clone(),
-    );
+    let (clock, bucket) = one_per_100ms();
     let _ = bucket.try_acquire();
     let tight = Pacing::new().deadline(ms(99));
     let err = bucket
@@ -136,11 +135,7 @@ fn the_deadline_gives_up_without_sleeping_and_admits_within_it() {
 #[test]
 fn the_deadline_counts_every_sleep_of_one_wait() {
     // 1 token per 100 ms; someone else takes each token just as it comes, twice.
-    let clock = ManualClock::new();
-    let bucket = TokenBucket::with_clock(
-        Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-        clock.clone(),
-    );
+    let (clock, bucket) = one_per_100ms();
     let _ = bucket.try_acquire();
     struct Rival<'a> {
         clock: &'a ManualClock,
@@ -181,11 +176,7 @@ fn the_deadline_counts_every_sleep_of_one_wait() {
 
 #[test]
 fn jitter_waits_at_least_retry_after_and_at_most_the_bound_more() {
-    let clock = ManualClock::new();
-    let bucket = TokenBucket::with_clock(
-        Quota::per_second(10).unwrap().with_burst(1).unwrap(),
-        clock.clone(),
-    );
+    let (clock, bucket) = one_per_100ms();
     let pacing = Pacing::new().jitter(ms(30));
     let mut waits = Vec::new();
     let _ = bucket.try_acquire();

@@ -42,7 +42,7 @@ use tollgate::{
 use crate::differential::MAX_LOG_LIMIT;
 use crate::live::QuotaChoice;
 use crate::model::{FixedWindowModel, TokenBucketModel};
-use crate::{Cost, Outcome, QuotaSpec, Span, MAX_OPS};
+use crate::{Cost, Outcome, QuotaSpec, Span};
 
 /// Keys are `0..KEYS`.
 pub const KEYS: u8 = 8;
@@ -100,18 +100,12 @@ pub struct KeyedSpec {
     pub live: bool,
 }
 
-/// Decodes the settings and up to [`MAX_OPS`] operations; `None` if the bytes run out before
+/// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations; `None` if the bytes run out before
 /// the settings are complete.
 pub fn decode(data: &[u8]) -> Option<(KeyedSpec, Vec<KeyedOp>)> {
     let mut u = Unstructured::new(data);
     let spec = KeyedSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match KeyedOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
 }
 

@@ -23,7 +23,7 @@ mod harness;
 
 use self::harness::{Cmd, Envelope, Worker};
 use crate::invariants::{Bound, Ledger};
-use crate::{Cost, Num, QuotaSpec, Span, MAX_OPS};
+use crate::{Cost, Num, QuotaSpec, Span};
 
 /// Virtual threads: at most this many.
 pub const MAX_THREADS: u8 = 4;
@@ -85,13 +85,7 @@ pub fn decode(data: &[u8]) -> Option<Input> {
     let mut u = Unstructured::new(data);
     let quota = QuotaSpec::arbitrary(&mut u).ok()?;
     let lease = LeaseSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while !u.is_empty() && ops.len() < MAX_OPS {
-        match LeasedOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some(Input { quota, lease, ops })
 }
 

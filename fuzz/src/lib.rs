@@ -297,18 +297,25 @@ pub fn clock_offset(data: &[u8], grain: u64) -> u64 {
     off - off % grain.max(1)
 }
 
+/// Up to [`MAX_OPS`] operations from the rest of `u`: they end where the bytes run out or an
+/// operation cannot be decoded.
+pub(crate) fn ops<'a, T: Arbitrary<'a>>(u: &mut Unstructured<'a>) -> Vec<T> {
+    let mut ops = Vec::new();
+    while ops.len() < MAX_OPS && !u.is_empty() {
+        match T::arbitrary(u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}
+
 /// Decodes a quota and up to [`MAX_OPS`] operations; `None` if the bytes run out before the
 /// quota is complete.
 pub fn decode(data: &[u8]) -> Option<(QuotaSpec, Vec<Op>)> {
     let mut u = Unstructured::new(data);
     let spec = QuotaSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match Op::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
 }
 

@@ -35,7 +35,7 @@ use tollgate::{
 };
 
 use crate::model::{FixedWindowModel, SlidingWindowModel, TokenBucketModel};
-use crate::{Cost, Num, Outcome, QuotaSpec, Span, MAX_OPS};
+use crate::{Cost, Num, Outcome, QuotaSpec, Span};
 
 /// Which live limiter.
 #[derive(Arbitrary, Clone, Copy, Debug)]
@@ -137,19 +137,13 @@ pub struct Input {
     pub ops: Vec<LiveOp>,
 }
 
-/// Decodes the limiter, its first quota and up to [`MAX_OPS`] steps; `None` if the bytes run
+/// Decodes the limiter, its first quota and up to [`MAX_OPS`](crate::MAX_OPS) steps; `None` if the bytes run
 /// out before the quota is complete.
 pub fn decode(data: &[u8]) -> Option<Input> {
     let mut u = Unstructured::new(data);
     let kind = LiveKind::arbitrary(&mut u).ok()?;
     let quota = QuotaSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match LiveOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some(Input { kind, quota, ops })
 }
 

@@ -20,7 +20,9 @@ use tollgate::{
     SketchLimiter, SketchSize,
 };
 
-use crate::{Cost, QuotaSpec, Span, MAX_OPS};
+use tollgate_test_support::TwoWindow;
+
+use crate::{Cost, QuotaSpec, Span};
 
 /// Keys are `0..KEYS`.
 pub const KEYS: u8 = 16;
@@ -59,61 +61,12 @@ pub enum SketchOp {
     },
 }
 
-/// Decodes the settings and up to [`MAX_OPS`] operations.
+/// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(SketchSpec, Vec<SketchOp>)> {
     let mut u = Unstructured::new(data);
     let spec = SketchSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match SketchOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
-}
-
-/// A key's exact two-window weighted count; it moves to a new window only when it counts
-/// there, as the exact limiters' words do.
-#[derive(Default, Clone, Copy)]
-struct TwoWindow {
-    window: u64,
-    cur: u64,
-    prev: u64,
-}
-
-impl TwoWindow {
-    fn rolled(self, t: u64, len: u64) -> TwoWindow {
-        let current = t / len;
-        if current > self.window {
-            let prev = if current == self.window + 1 {
-                self.cur
-            } else {
-                0
-            };
-            TwoWindow {
-                window: current,
-                cur: 0,
-                prev,
-            }
-        } else {
-            self
-        }
-    }
-
-    fn estimate(&self, t: u64, len: u64) -> u64 {
-        let r = self.rolled(t, len);
-        let offset = t.saturating_sub(r.window * len).min(len);
-        let w = u128::from(r.prev) * u128::from(len - offset);
-        r.cur + w.div_ceil(u128::from(len)) as u64
-    }
-
-    fn charge(&mut self, t: u64, len: u64, n: u64) {
-        if n > 0 {
-            *self = self.rolled(t, len);
-            self.cur += n;
-        }
-    }
 }
 
 /// The time the limiters read: the clock's, up to the horizon (past it time stands still).
@@ -121,7 +74,9 @@ fn now(clock: &ManualClock) -> u64 {
     clock.now_nanos().min(crate::HORIZON)
 }
 
-fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
+/// Asserts `d` no more optimistic than `own`, the key's exact answer: `remaining` at most its,
+/// `reset_after` at least its; when both deny (`both_denied`), only `retry_after`, at least its.
+pub(crate) fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
     if both_denied {
         // Both denied: only the wait is compared (`own` was asked the same cost).
         let ok = d.retry_after().is_none()
@@ -139,6 +94,75 @@ fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
         d.reset_after() >= own.reset_after(),
         "{at}: reset {d:?} before {own:?}"
     );
+}
+
+/// The exact fixed-window map, and every key's shadow (its own fixed window), all made now on
+/// `clock`: the shadows share the sketch's origin (a limiter made later would count from its
+/// own first reading, and read a clock stepped back before it as that).
+pub(crate) fn references(
+    quota: Quota,
+    clock: &ManualClock,
+) -> (
+    KeyedLimiter<u8, ManualClock>,
+    HashMap<u8, FixedWindow<ManualClock>>,
+) {
+    let exact = KeyedLimiter::<u8, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
+        .expect("a fixed window takes every quota");
+    let shadows = (0..KEYS)
+        .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
+        .collect();
+    (exact, shadows)
+}
+
+/// A request of `n` by `acquire`, checked against `peek` when the op was a peek: a peek
+/// writes nothing (asked twice, the same answer) and answers what the request then gets.
+pub(crate) fn acquire_after_peek(
+    peek: bool,
+    at: &str,
+    peek_n: impl Fn() -> Decision,
+    acquire: impl FnOnce() -> Decision,
+) -> Decision {
+    let peeked = peek.then(&peek_n);
+    if let Some(p) = peeked {
+        assert_eq!(p, peek_n(), "{at}: a peek wrote");
+    }
+    let d = acquire();
+    if let Some(p) = peeked {
+        assert_eq!(p, d, "{at}: the peek differs from the request");
+    }
+    d
+}
+
+/// Checks `d`, the answer to a request of `n`, against the key's `shadow`, and charges the
+/// shadow what was admitted: an admission must fit it, and no answer is optimistic.
+pub(crate) fn check_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
+    let (before, left) = (shadow.peek(n), shadow.peek(0));
+    if d.is_allowed() {
+        let s = shadow.try_acquire_n(n);
+        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
+        not_optimistic(d, &s, false, at);
+    } else {
+        // A denial against what the key has left before this request.
+        not_optimistic(d, &left, false, at);
+        if !before.is_allowed() {
+            not_optimistic(d, &before, true, at);
+        }
+    }
+}
+
+/// Units admitted per key: by the sketch, by the exact map.
+#[derive(Default)]
+pub(crate) struct Tally(HashMap<u8, (u128, u128)>);
+
+impl Tally {
+    /// Counts `key`'s request of `n` (`d` the sketch's answer, `e` the map's); the key's
+    /// totals so far.
+    pub(crate) fn count(&mut self, key: u8, n: u64, d: &Decision, e: &Decision) -> (u128, u128) {
+        let t = self.0.entry(key).or_default();
+        t.0 += u128::from(if d.is_allowed() { n } else { 0 });
+        t.1 += u128::from(if e.is_allowed() { n } else { 0 });
+        *t
+    }
 }
 
 /// Runs one input.
@@ -171,15 +195,9 @@ pub fn run(data: &[u8]) {
     } else {
         SketchLimiter::<u8, _>::with_clock(quota, size, clock.clone())
     };
-    let exact = KeyedLimiter::<u8, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-        .expect("a fixed window takes every quota");
-    // Every key's shadow made now, with the sketch: they share its origin (a limiter made later
-    // would count from its own first reading, and read a clock stepped back before it as that).
-    let mut shadows: HashMap<u8, FixedWindow<ManualClock>> = (0..KEYS)
-        .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-        .collect();
+    let (exact, mut shadows) = references(quota, &clock);
     let mut two: HashMap<u8, TwoWindow> = HashMap::new();
-    let mut tally: HashMap<u8, (u128, u128)> = HashMap::new();
+    let mut tally = Tally::default();
     // Once the clock has stepped back, the exact map counts a request behind a key's window
     // in that later window where the sketch denies it, and a later request may then pass the
     // sketch and not the map: from then on only the key's own limit (the shadow) is checked.
@@ -201,14 +219,12 @@ pub fn run(data: &[u8]) {
             SketchOp::Peek { key, cost } => (key % KEYS, cost.units(), true),
         };
         let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let peeked = peek.then(|| sketch.peek(&key, n));
-        if let Some(p) = peeked {
-            assert_eq!(p, sketch.peek(&key, n), "{at}: a peek wrote");
-        }
-        let d = sketch.try_acquire_n(&key, n);
-        if let Some(p) = peeked {
-            assert_eq!(p, d, "{at}: the peek differs from the request");
-        }
+        let d = acquire_after_peek(
+            peek,
+            &at,
+            || sketch.peek(&key, n),
+            || sketch.try_acquire_n(&key, n),
+        );
         if spec.sliding {
             let own = two.entry(key).or_default();
             let t = now(&clock);
@@ -230,22 +246,9 @@ pub fn run(data: &[u8]) {
         let shadow = shadows
             .entry(key)
             .or_insert_with(|| FixedWindow::with_clock(quota, clock.clone()));
-        let (before, left) = (shadow.peek(n), shadow.peek(0));
-        if d.is_allowed() {
-            let s = shadow.try_acquire_n(n);
-            assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-            not_optimistic(&d, &s, false, &at);
-        } else {
-            // A denial against what the key has left before this request.
-            not_optimistic(&d, &left, false, &at);
-            if !before.is_allowed() {
-                not_optimistic(&d, &before, true, &at);
-            }
-        }
+        check_shadow(&d, shadow, n, &at);
         let e = exact.try_acquire_n(&key, n);
-        let t = tally.entry(key).or_default();
-        t.0 += u128::from(if d.is_allowed() { n } else { 0 });
-        t.1 += u128::from(if e.is_allowed() { n } else { 0 });
+        let t = tally.count(key, n, &d, &e);
         assert!(
             stepped_back || t.0 <= t.1,
             "{at}: the sketch admitted {} units, the exact map {}",

@@ -4,26 +4,22 @@
 //! back all happen), with any promotion threshold, and to references on the same
 //! [`ManualClock`]:
 //!
-//! - the exact [`KeyedLimiter`] (fixed window) fed the whole stream: for every key the
+//! - the exact [`KeyedLimiter`](tollgate::KeyedLimiter) (fixed window) fed the whole stream: for every key the
 //!   hybrid's admitted units never exceed the exact map's;
-//! - per key, the exact [`FixedWindow`] of the key's own traffic charged only with what the
+//! - per key, the exact [`FixedWindow`](tollgate::FixedWindow) of the key's own traffic charged only with what the
 //!   hybrid admitted: every admission must fit it, and no decision is optimistic against it;
 //! - `peek` answers what the next request of the same cost is answered, and writes nothing.
 //!
 //! The clock only moves forward (a [`SketchOp::StepBack`] is skipped): the hybrid's guarantee
 //! is stated for clocks that do not step back past their `max_skew_nanos`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
-use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, Limiter,
-    ManualClock, Quota, SketchSize,
-};
+use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchSize};
 
-use crate::sketch::{SketchOp, KEYS};
-use crate::{QuotaSpec, MAX_OPS};
+use crate::sketch::{acquire_after_peek, check_shadow, references, SketchOp, Tally, KEYS};
+use crate::QuotaSpec;
 
 /// The settings of one scenario.
 #[derive(Arbitrary, Clone, Copy, Debug)]
@@ -38,29 +34,12 @@ pub struct HybridSpec {
     pub promote_at: u8,
 }
 
-/// Decodes the settings and up to [`MAX_OPS`] operations.
+/// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(HybridSpec, Vec<SketchOp>)> {
     let mut u = Unstructured::new(data);
     let spec = HybridSpec::arbitrary(&mut u).ok()?;
-    let mut ops = Vec::new();
-    while ops.len() < MAX_OPS && !u.is_empty() {
-        match SketchOp::arbitrary(&mut u) {
-            Ok(op) => ops.push(op),
-            Err(_) => break,
-        }
-    }
+    let ops = crate::ops(&mut u);
     Some((spec, ops))
-}
-
-fn not_optimistic(d: &Decision, own: &Decision, at: &str) {
-    assert!(
-        d.remaining() <= own.remaining(),
-        "{at}: remaining {d:?} above {own:?}"
-    );
-    assert!(
-        d.reset_after() >= own.reset_after(),
-        "{at}: reset {d:?} before {own:?}"
-    );
 }
 
 /// Runs one input.
@@ -82,12 +61,8 @@ pub fn run(data: &[u8]) {
         clock.clone(),
     )
     .promote_at(1 + u64::from(spec.promote_at));
-    let exact = KeyedLimiter::<u8, _>::try_with_clock(Algorithm::FixedWindow, quota, clock.clone())
-        .expect("a fixed window takes every quota");
-    let shadows: HashMap<u8, FixedWindow<ManualClock>> = (0..KEYS)
-        .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
-        .collect();
-    let mut tally: HashMap<u8, (u128, u128)> = HashMap::new();
+    let (exact, shadows) = references(quota, &clock);
+    let mut tally = Tally::default();
     for (i, op) in ops.iter().enumerate() {
         let (key, n, peek) = match *op {
             SketchOp::Advance(s) => {
@@ -100,34 +75,15 @@ pub fn run(data: &[u8]) {
             SketchOp::Peek { key, cost } => (key % KEYS, cost.units(), true),
         };
         let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let peeked = peek.then(|| hybrid.peek(&key, n));
-        if let Some(p) = peeked {
-            assert_eq!(p, hybrid.peek(&key, n), "{at}: a peek wrote");
-        }
-        let d = hybrid.try_acquire_n(&key, n);
-        if let Some(p) = peeked {
-            assert_eq!(p, d, "{at}: the peek differs from the request");
-        }
-        let shadow = &shadows[&key];
-        let (before, left) = (shadow.peek(n), shadow.peek(0));
-        if d.is_allowed() {
-            let s = shadow.try_acquire_n(n);
-            assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-            not_optimistic(&d, &s, &at);
-        } else {
-            not_optimistic(&d, &left, &at);
-            if !before.is_allowed() {
-                let ok = d.retry_after().is_none()
-                    || before
-                        .retry_after()
-                        .is_some_and(|o| d.retry_after().unwrap() >= o);
-                assert!(ok, "{at}: retry {d:?} before {before:?}");
-            }
-        }
+        let d = acquire_after_peek(
+            peek,
+            &at,
+            || hybrid.peek(&key, n),
+            || hybrid.try_acquire_n(&key, n),
+        );
+        check_shadow(&d, &shadows[&key], n, &at);
         let e = exact.try_acquire_n(&key, n);
-        let t = tally.entry(key).or_default();
-        t.0 += u128::from(if d.is_allowed() { n } else { 0 });
-        t.1 += u128::from(if e.is_allowed() { n } else { 0 });
+        let t = tally.count(key, n, &d, &e);
         assert!(
             t.0 <= t.1,
             "{at}: the hybrid admitted {} units, the exact map {}",

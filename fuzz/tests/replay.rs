@@ -40,71 +40,34 @@ fn replay(target: &str) {
     );
 }
 
-#[test]
-fn quota_corpus() {
-    replay("quota");
+/// One test a target, `<target>_corpus`, and `TESTED`: the targets those tests replay.
+macro_rules! corpus_tests {
+    ($($test:ident: $target:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                replay($target);
+            }
+        )*
+
+        const TESTED: &[&str] = &[$($target),*];
+    };
 }
 
-#[test]
-fn token_bucket_corpus() {
-    replay("token_bucket");
-}
-
-#[test]
-fn fixed_window_corpus() {
-    replay("fixed_window");
-}
-
-#[test]
-fn sliding_window_corpus() {
-    replay("sliding_window");
-}
-
-#[test]
-fn sliding_log_corpus() {
-    replay("sliding_log");
-}
-
-#[test]
-fn keyed_corpus() {
-    replay("keyed");
-}
-
-#[test]
-fn leased_corpus() {
-    replay("leased");
-}
-
-#[test]
-fn live_corpus() {
-    replay("live");
-}
-
-#[test]
-fn sketch_corpus() {
-    replay("sketch");
-}
-
-#[test]
-fn sketch_hybrid_corpus() {
-    replay("sketch_hybrid");
+corpus_tests! {
+    quota_corpus: "quota",
+    token_bucket_corpus: "token_bucket",
+    fixed_window_corpus: "fixed_window",
+    sliding_window_corpus: "sliding_window",
+    sliding_log_corpus: "sliding_log",
+    keyed_corpus: "keyed",
+    leased_corpus: "leased",
+    live_corpus: "live",
+    sketch_corpus: "sketch",
+    sketch_hybrid_corpus: "sketch_hybrid",
 }
 
 #[test]
 fn every_target_has_a_test_above() {
-    assert_eq!(
-        tollgate_fuzz::TARGETS,
-        [
-            "quota",
-            "token_bucket",
-            "fixed_window",
-            "sliding_window",
-            "sliding_log",
-            "keyed",
-            "leased",
-            "live",
-            "sketch",
-            "sketch_hybrid"
-        ]
-    );
+    assert_eq!(tollgate_fuzz::TARGETS, TESTED);
 }

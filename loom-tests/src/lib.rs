@@ -330,60 +330,78 @@ where
     })
 }
 
-/// Three threads, one unit each, at the frozen instant `at` on a fresh limiter: with a limit
-/// of 2, exactly 2 pass, and every decision is what some serial order says.
-pub fn frozen_three_units<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
-where
-    L: Limiter + 'static,
-    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
-{
-    frozen(
-        make,
-        at,
-        &[],
-        &[
-            &[Step::Acquire(1)],
-            &[Step::Acquire(1)],
-            &[Step::Acquire(1)],
-        ],
-    )
+/// Functions of a limiter's `make` that return an [`exactly_admitted`] model: each is named,
+/// documented and given the model's start, setup steps, threads, settle instant and expected
+/// admissions.
+#[macro_export]
+macro_rules! exactly_admitted_models {
+    ($($(#[$doc:meta])* $name:ident: $start:expr, $before:expr, $threads:expr, $settle:expr, $expected:expr;)*) => {$(
+        $(#[$doc])*
+        fn $name<L: ::tollgate::Limiter + 'static>(
+            make: fn(::tollgate::ManualClock) -> L,
+        ) -> impl Fn() + Send + Sync + 'static {
+            $crate::exactly_admitted(make, $start, $before, $threads, $settle, $expected)
+        }
+    )*};
 }
 
-/// Costs 2, 2 and 1 racing at `at`: with a limit of 3, whichever 2 wins, the other 2 is
-/// denied and the 1 passes (or the 1 and one 2 pass): all or nothing, as some serial order.
-pub fn frozen_mixed_costs<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
-where
-    L: Limiter + 'static,
-    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
-{
-    frozen(
-        make,
-        at,
-        &[],
-        &[
-            &[Step::Acquire(2)],
-            &[Step::Acquire(2)],
-            &[Step::Acquire(1)],
-        ],
-    )
+/// Models of threads racing on a fresh limiter frozen at `at`, no setup: each named function
+/// runs `frozen` with its threads' steps.
+macro_rules! frozen_models {
+    ($($(#[$doc:meta])* $name:ident: $threads:expr;)*) => {$(
+        $(#[$doc])*
+        pub fn $name<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
+        where
+            L: Limiter + 'static,
+            M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
+        {
+            frozen(make, at, &[], $threads)
+        }
+    )*};
 }
 
-/// Two threads, two unit calls each, at `at`: with a limit of 3, 3 of the 4 pass, serially
-/// explained.
-pub fn frozen_two_calls_each<L, M>(make: M, at: Duration) -> impl Fn() + Send + Sync + 'static
+frozen_models! {
+    /// Three threads, one unit each, at the frozen instant `at` on a fresh limiter: with a
+    /// limit of 2, exactly 2 pass, and every decision is what some serial order says.
+    frozen_three_units: &[
+        &[Step::Acquire(1)],
+        &[Step::Acquire(1)],
+        &[Step::Acquire(1)],
+    ];
+    /// Costs 2, 2 and 1 racing at `at`: with a limit of 3, whichever 2 wins, the other 2 is
+    /// denied and the 1 passes (or the 1 and one 2 pass): all or nothing, as some serial order.
+    frozen_mixed_costs: &[
+        &[Step::Acquire(2)],
+        &[Step::Acquire(2)],
+        &[Step::Acquire(1)],
+    ];
+    /// Two threads, two unit calls each, at `at`: with a limit of 3, 3 of the 4 pass, serially
+    /// explained.
+    frozen_two_calls_each: &[
+        &[Step::Acquire(1), Step::Acquire(1)],
+        &[Step::Acquire(1), Step::Acquire(1)],
+    ];
+}
+
+/// The three frozen-instant models on limiters of limit 2 (`two`) and 3 (`three`) frozen at
+/// `at`, in this order: `{prefix}frozen 3x1`, `{prefix}frozen mixed costs 3x1`,
+/// `{prefix}frozen 2x2`.
+pub fn frozen_models<L2, M2, L3, M3>(prefix: &str, two: M2, three: M3, at: Duration)
 where
-    L: Limiter + 'static,
-    M: Fn(tollgate::ManualClock) -> L + Send + Sync + Copy + 'static,
+    L2: Limiter + 'static,
+    M2: Fn(tollgate::ManualClock) -> L2 + Send + Sync + Copy + 'static,
+    L3: Limiter + 'static,
+    M3: Fn(tollgate::ManualClock) -> L3 + Send + Sync + Copy + 'static,
 {
-    frozen(
-        make,
-        at,
-        &[],
-        &[
-            &[Step::Acquire(1), Step::Acquire(1)],
-            &[Step::Acquire(1), Step::Acquire(1)],
-        ],
-    )
+    model(&format!("{prefix}frozen 3x1"), frozen_three_units(two, at));
+    model(
+        &format!("{prefix}frozen mixed costs 3x1"),
+        frozen_mixed_costs(three, at),
+    );
+    model(
+        &format!("{prefix}frozen 2x2"),
+        frozen_two_calls_each(three, at),
+    );
 }
 
 /// Runs setup steps alone; every acquire must pass.

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use loom_tests::mutants::{fixed_window::StoreNewWindow, mutant};
 use loom_tests::{
-    drain, exactly_admitted, expect_caught, frozen_mixed_costs, frozen_three_units,
-    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    drain, exactly_admitted_models, expect_caught, frozen_models, frozen_three_units, model,
+    scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{fixed_window::Fixed, Algo, RateLimiter};
 use tollgate::baseline::MutexFixedWindow;
@@ -72,20 +72,16 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
     )
 }
 
-/// 2 per window, 1 left at 5 s; one thread steps the clock back to 3.5 s while two acquire:
-/// the stored window is never reset by going back, so racers plus a drain back at 5 s admit
-/// exactly 1.
-fn clock_step_back_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+exactly_admitted_models! {
+    /// 2 per window, 1 left at 5 s; one thread steps the clock back to 3.5 s while two acquire:
+    /// the stored window is never reset by going back, so racers plus a drain back at 5 s admit
+    /// exactly 1.
+    clock_step_back_racing_admissions:
         FIVE,
         &[SetClock(FIVE), Acquire(1)],
         &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
         FIVE,
-        1,
-    )
+        1;
 }
 
 fn real2(c: ManualClock) -> FixedWindow<ManualClock> {
@@ -106,12 +102,7 @@ fn mutant2(c: ManualClock) -> RateLimiter<StoreNewWindow, ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model("fixed_window/frozen 3x1", frozen_three_units(real2, MID));
-    model(
-        "fixed_window/frozen mixed costs 3x1",
-        frozen_mixed_costs(real3, MID),
-    );
-    model("fixed_window/frozen 2x2", frozen_two_calls_each(real3, MID));
+    frozen_models("fixed_window/", real2, real3, MID);
 }
 
 #[test]
@@ -129,18 +120,7 @@ fn clock_step_back_racing() {
 
 #[test]
 fn mutex_twin_passes_the_same_models() {
-    model(
-        "fixed_window/twin frozen 3x1",
-        frozen_three_units(twin2, MID),
-    );
-    model(
-        "fixed_window/twin frozen mixed costs 3x1",
-        frozen_mixed_costs(twin3, MID),
-    );
-    model(
-        "fixed_window/twin frozen 2x2",
-        frozen_two_calls_each(twin3, MID),
-    );
+    frozen_models("fixed_window/twin ", twin2, twin3, MID);
     model(
         "fixed_window/twin rollover",
         rollover_racing_admissions(twin2),

@@ -264,6 +264,16 @@ fn race(s: Scenario, plant: KeyedLivePlant) -> impl Fn() + Send + Sync + 'static
     }
 }
 
+/// A test running the model `$name` of `$scenario` on the sound protocol.
+macro_rules! sound_race {
+    ($test:ident, $name:literal, $scenario:expr) => {
+        #[test]
+        fn $test() {
+            model($name, race($scenario, KeyedLivePlant::Sound));
+        }
+    };
+}
+
 // 1. A request racing one change.
 
 /// 10/s (burst 2) drained at 0, read at 50 ms: 1.5 tokens used. One thread tightens the plan
@@ -296,21 +306,17 @@ const LOOSENED: Scenario = Scenario {
     probes: &[Op::Acquire(1), Op::Acquire(1), Op::Acquire(1)],
 };
 
-#[test]
-fn a_request_racing_a_tightening_is_judged_by_one_quota() {
-    model(
-        "keyed live: a request racing a tightening",
-        race(TIGHTENED, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    a_request_racing_a_tightening_is_judged_by_one_quota,
+    "keyed live: a request racing a tightening",
+    TIGHTENED
+);
 
-#[test]
-fn a_request_racing_a_loosening_is_judged_by_one_quota() {
-    model(
-        "keyed live: a request racing a loosening",
-        race(LOOSENED, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    a_request_racing_a_loosening_is_judged_by_one_quota,
+    "keyed live: a request racing a loosening",
+    LOOSENED
+);
 
 // 2. A request racing two changes.
 
@@ -330,13 +336,11 @@ const TWO_CHANGES: Scenario = Scenario {
     probes: &[Op::Acquire(1), Op::Acquire(1)],
 };
 
-#[test]
-fn a_request_racing_two_changes_is_judged_by_one_quota() {
-    model(
-        "keyed live: a request racing two changes",
-        race(TWO_CHANGES, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    a_request_racing_two_changes_is_judged_by_one_quota,
+    "keyed live: a request racing two changes",
+    TWO_CHANGES
+);
 
 /// 1/s (burst 2), one token taken at 0, read at 500 ms: half a token used. One thread changes
 /// the plan to 10/s (burst 2), then back to 1/s (burst 2), while the other asks for a token:
@@ -359,13 +363,11 @@ const TWO_CHANGES_ADMITTED: Scenario = Scenario {
     ],
 };
 
-#[test]
-fn a_request_racing_two_changes_within_every_quota_is_admitted() {
-    model(
-        "keyed live: a request within every quota racing two changes",
-        race(TWO_CHANGES_ADMITTED, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    a_request_racing_two_changes_within_every_quota_is_admitted,
+    "keyed live: a request within every quota racing two changes",
+    TWO_CHANGES_ADMITTED
+);
 
 // 3. An idle key through two changes.
 
@@ -390,13 +392,11 @@ const IDLE_TWO_CHANGES: Scenario = Scenario {
     ],
 };
 
-#[test]
-fn an_idle_key_through_two_changes_keeps_its_level() {
-    model(
-        "keyed live: an idle key through two changes",
-        race(IDLE_TWO_CHANGES, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    an_idle_key_through_two_changes_keeps_its_level,
+    "keyed live: an idle key through two changes",
+    IDLE_TWO_CHANGES
+);
 
 // 4. Eviction racing a change and a request.
 
@@ -416,13 +416,11 @@ const EVICTION: Scenario = Scenario {
     probes: &[Op::Acquire(1), Op::Evict, Op::Acquire(1)],
 };
 
-#[test]
-fn an_eviction_racing_a_change_and_a_request_loses_nothing() {
-    model(
-        "keyed live: an eviction racing a change and a request",
-        race(EVICTION, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    an_eviction_racing_a_change_and_a_request_loses_nothing,
+    "keyed live: an eviction racing a change and a request",
+    EVICTION
+);
 
 /// 10/s (burst 2) drained at 0, tightened to 1/s (burst 2) at 50 ms, read at 300 ms, the word
 /// not carried yet: counted in the old quota it is full again (its `tat` is 200 ms), carried
@@ -447,13 +445,11 @@ const EVICTION_UNDER_THE_CURRENT_QUOTA: Scenario = Scenario {
     probes: &[Op::Evict, Op::Acquire(1), Op::Acquire(1), Op::Acquire(1)],
 };
 
-#[test]
-fn an_eviction_racing_a_change_judges_the_key_under_the_current_quota() {
-    model(
-        "keyed live: an eviction racing a change, under the current quota",
-        race(EVICTION_UNDER_THE_CURRENT_QUOTA, KeyedLivePlant::Sound),
-    );
-}
+sound_race!(
+    an_eviction_racing_a_change_judges_the_key_under_the_current_quota,
+    "keyed live: an eviction racing a change, under the current quota",
+    EVICTION_UNDER_THE_CURRENT_QUOTA
+);
 
 // The planted defects, each through every model that catches it.
 

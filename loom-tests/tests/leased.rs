@@ -251,27 +251,11 @@ const TEN_S: Duration = Duration::from_secs(10);
 const TEN_MS: Duration = Duration::from_millis(10);
 const TWENTY_MS: Duration = Duration::from_millis(20);
 
-/// Two threads each take a lease of 2 (1 spent, 1 parked) from a bucket of 4, racing on the
-/// word and the reservation (cap 2); then, alone at 1 s (the bucket full again), each spends
-/// its parked token, and a fresh holder drains the bucket: 4 + 2 at one instant,
-/// `burst + max_overshoot()`, and no more.
-const PARKED: Setup = Setup {
+/// What the setups below share unless they say otherwise: a ttl of 10 s, the clock read at
+/// every spend, no settle, leases of 2 under a cap of 2 from a bucket of 4 for racers that
+/// spent 1, nothing run first, time moving.
+const BASE: Setup = Setup {
     ttl: TEN_S,
-    clock_every: 1,
-    settle: Some(Duration::from_secs(1)),
-    limit: 4,
-    tokens: 2,
-    cap: 2,
-    demand: 1,
-    before: &[],
-    threads: &[&[Acquire(1)], &[Acquire(1)]],
-    frozen: false,
-};
-
-/// A thread parks 1 at 0 with a ttl of 10 ms, moves the clock to 20 ms and asks again: the
-/// expired lease must go back, not be spent from; another thread asks at either reading.
-const EXPIRING: Setup = Setup {
-    ttl: TEN_MS,
     clock_every: 1,
     settle: None,
     limit: 4,
@@ -279,11 +263,29 @@ const EXPIRING: Setup = Setup {
     cap: 2,
     demand: 1,
     before: &[],
+    threads: &[],
+    frozen: false,
+};
+
+/// Two threads each take a lease of 2 (1 spent, 1 parked) from a bucket of 4, racing on the
+/// word and the reservation (cap 2); then, alone at 1 s (the bucket full again), each spends
+/// its parked token, and a fresh holder drains the bucket: 4 + 2 at one instant,
+/// `burst + max_overshoot()`, and no more.
+const PARKED: Setup = Setup {
+    settle: Some(Duration::from_secs(1)),
+    threads: &[&[Acquire(1)], &[Acquire(1)]],
+    ..BASE
+};
+
+/// A thread parks 1 at 0 with a ttl of 10 ms, moves the clock to 20 ms and asks again: the
+/// expired lease must go back, not be spent from; another thread asks at either reading.
+const EXPIRING: Setup = Setup {
+    ttl: TEN_MS,
     threads: &[
         &[Acquire(1), SetClock(TWENTY_MS), Acquire(1)],
         &[Acquire(1)],
     ],
-    frozen: false,
+    ..BASE
 };
 
 /// The clock read every 2 spends: a lease of 4 (3 parked) granted at 0, then at 20 ms (past
@@ -292,77 +294,50 @@ const EXPIRING: Setup = Setup {
 const UNCHECKED: Setup = Setup {
     ttl: TEN_MS,
     clock_every: 2,
-    settle: None,
     limit: 8,
     tokens: 4,
     cap: 4,
     demand: 2,
-    before: &[],
     threads: &[
         &[Acquire(1), SetClock(TWENTY_MS), Acquire(1), Acquire(1)],
         &[Acquire(1)],
     ],
-    frozen: false,
+    ..BASE
 };
 
 /// Two threads take a lease of 2 (1 spent, 1 parked), then spend or renew it, at one instant
 /// from a bucket of 3: one of them meets an empty bucket.
 const FROZEN: Setup = Setup {
-    ttl: TEN_S,
-    clock_every: 1,
-    settle: None,
     limit: 3,
-    tokens: 2,
-    cap: 2,
-    demand: 1,
-    before: &[],
     threads: &[&[Acquire(1), Acquire(1)], &[Acquire(1), Acquire(1)]],
     frozen: true,
+    ..BASE
 };
 
 /// Three threads each want a reservation of 1 under a cap of 2.
 const CAPPED: Setup = Setup {
-    ttl: TEN_S,
-    clock_every: 1,
-    settle: None,
     limit: 8,
-    tokens: 2,
-    cap: 2,
-    demand: 1,
-    before: &[],
     threads: &[&[Acquire(1)], &[Acquire(1)], &[Acquire(1)]],
     frozen: true,
+    ..BASE
 };
 
 /// A lease is given back after the bucket refilled to its burst, racing another thread.
 const REFILLED: Setup = Setup {
-    ttl: TEN_S,
-    clock_every: 1,
-    settle: None,
-    limit: 4,
-    tokens: 2,
-    cap: 2,
-    demand: 1,
-    before: &[],
     threads: &[
         &[Acquire(1), SetClock(Duration::from_secs(1)), GiveBack],
         &[Acquire(1)],
     ],
-    frozen: false,
+    ..BASE
 };
 
 /// Drained on the exact path first; then two threads ask, one of them twice.
 const EMPTIED: Setup = Setup {
-    ttl: TEN_S,
-    clock_every: 1,
-    settle: None,
     limit: 3,
-    tokens: 2,
-    cap: 2,
-    demand: 1,
     before: &[Acquire(3)],
     threads: &[&[Acquire(1), Acquire(1)], &[Acquire(1)]],
     frozen: true,
+    ..BASE
 };
 
 #[test]

@@ -83,6 +83,16 @@ fn quota(limit: u64, period: Duration, burst: u64) -> Quota {
         .expect("a model's quota is valid")
 }
 
+/// A live bucket model of `q` on a fresh clock, drained (2 taken) at 0, the clock then set
+/// to `at`.
+fn drained(q: Quota, plant: LivePlant, at: Duration) -> (ManualClock, Arc<LiveModel>) {
+    let clock = ManualClock::new();
+    let bucket = Arc::new(LiveModel::token_bucket(q, clock.clone(), plant));
+    assert!(bucket.acquire(2));
+    clock.set(at);
+    (clock, bucket)
+}
+
 /// A bucket of 10/s (burst 2) drained at 0, read at 50 ms: 1.5 tokens used, none to take.
 /// One thread tightens it to 1/s (burst 2): carried, the 1.5 tokens cost 1.5 s, so none to
 /// take either. The other asks for one token: whether it comes before or after the change,
@@ -90,14 +100,11 @@ fn quota(limit: u64, period: Duration, burst: u64) -> Quota {
 /// tokens) would admit it. Afterwards the carried level is exact.
 fn tightened_rate_never_admits_early(plant: LivePlant) -> impl Fn() + Send + Sync + 'static {
     move || {
-        let clock = ManualClock::new();
-        let bucket = Arc::new(LiveModel::token_bucket(
+        let (clock, bucket) = drained(
             quota(10, Duration::from_secs(1), 2),
-            clock.clone(),
             plant,
-        ));
-        assert!(bucket.acquire(2));
-        clock.set(Duration::from_millis(50));
+            Duration::from_millis(50),
+        );
         let requester = {
             let bucket = bucket.clone();
             thread::spawn(move || bucket.acquire(1))
@@ -136,14 +143,11 @@ fn a_request_that_ignores_the_word_version_is_caught() {
 /// interleaving; 100 ms later exactly one more token is there.
 fn loosened_racing_requests() -> impl Fn() + Send + Sync + 'static {
     || {
-        let clock = ManualClock::new();
-        let bucket = Arc::new(LiveModel::token_bucket(
+        let (clock, bucket) = drained(
             quota(1, Duration::from_secs(1), 2),
-            clock.clone(),
             LivePlant::Sound,
-        ));
-        assert!(bucket.acquire(2));
-        clock.set(Duration::from_millis(1_500));
+            Duration::from_millis(1_500),
+        );
         let requester = {
             let bucket = bucket.clone();
             thread::spawn(move || [bucket.acquire(1), bucket.acquire(1)])
@@ -170,15 +174,8 @@ fn a_loosened_quota_admits_what_a_serial_order_admits() {
 #[test]
 fn a_request_racing_two_changes_is_judged_by_one_of_them() {
     model("live/bucket two changes", || {
-        let clock = ManualClock::new();
         let ten = quota(10, Duration::from_secs(1), 2);
-        let bucket = Arc::new(LiveModel::token_bucket(
-            ten,
-            clock.clone(),
-            LivePlant::Sound,
-        ));
-        assert!(bucket.acquire(2));
-        clock.set(Duration::from_millis(50));
+        let (clock, bucket) = drained(ten, LivePlant::Sound, Duration::from_millis(50));
         let requester = {
             let bucket = bucket.clone();
             thread::spawn(move || bucket.acquire(1))

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_log::{NoLock, UnvalidatedRead};
-use loom_tests::{exactly_admitted, expect_caught, frozen, model, Step, NOT_SERIALIZABLE};
+use loom_tests::{exactly_admitted_models, expect_caught, frozen, model, Step, NOT_SERIALIZABLE};
 use tollgate::__loom::{sliding_log::Log, Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingLog;
 use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
@@ -70,34 +70,24 @@ fn denials_racing_an_admission<L: Limiter + 'static>(
     )
 }
 
-/// Limit 2, full at 0; one thread advances the clock to 10 s, where both admissions have
-/// left, while two acquire: racers plus a drain at 10 s admit exactly 2.
-fn clock_advance_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+exactly_admitted_models! {
+    /// Limit 2, full at 0; one thread advances the clock to 10 s, where both admissions have
+    /// left, while two acquire: racers plus a drain at 10 s admit exactly 2.
+    clock_advance_racing_admissions:
         Duration::ZERO,
         &[Acquire(2)],
         &[&[SetClock(S10)], &[Acquire(1)], &[Acquire(1)]],
         S10,
-        2,
-    )
-}
+        2;
 
-/// Limit 2, 1 left at 10 s; one thread steps the clock back to 3 s while two acquire: the log's
-/// time stands at its newest entry, so racers plus a drain at 10 s admit exactly 1.
-fn clock_step_back_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+    /// Limit 2, 1 left at 10 s; one thread steps the clock back to 3 s while two acquire: the log's
+    /// time stands at its newest entry, so racers plus a drain at 10 s admit exactly 1.
+    clock_step_back_racing_admissions:
         S10,
         &[SetClock(S10), Acquire(1)],
         &[&[SetClock(S3)], &[Acquire(1)], &[Acquire(1)]],
         S10,
-        1,
-    )
+        1;
 }
 
 fn real1(c: ManualClock) -> SlidingLog<ManualClock> {

@@ -15,8 +15,8 @@ use std::time::Duration;
 use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas, StaleRingStore};
 use loom_tests::{
-    admitted_units, drain, exactly_admitted, expect_caught, frozen, frozen_mixed_costs,
-    frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, exactly_admitted_models, expect_caught, frozen, frozen_models, model,
+    scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{sliding_window::Geometry, RateLimiter};
 use tollgate::baseline::MutexSlidingWindow;
@@ -76,18 +76,15 @@ fn rollover_racing_admissions<L: Limiter + 'static>(
     )
 }
 
-/// Limit 3; slot 0 holds 2. One thread moves the clock into slot 1, acquires (the head moves
-/// to slot 1, slot 0 goes to the ring) and moves the clock into slot 2, while another
-/// acquires: slots 0 and 1 stay in the window, so exactly 1 of the two passes. A thread at
-/// slot 2 moves the head a second time and sums slot 0 from the ring: if it sees the head in
-/// slot 1 but slot 0's entry from before it was written, it counts 1 instead of 3 and admits
-/// too much (what the two ordering mutants do; an admission in the head's slot reads only the
-/// head, so one move alone cannot show them).
-fn second_move_reads_the_ring<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+exactly_admitted_models! {
+    /// Limit 3; slot 0 holds 2. One thread moves the clock into slot 1, acquires (the head moves
+    /// to slot 1, slot 0 goes to the ring) and moves the clock into slot 2, while another
+    /// acquires: slots 0 and 1 stay in the window, so exactly 1 of the two passes. A thread at
+    /// slot 2 moves the head a second time and sums slot 0 from the ring: if it sees the head in
+    /// slot 1 but slot 0's entry from before it was written, it counts 1 instead of 3 and admits
+    /// too much (what the two ordering mutants do; an admission in the head's slot reads only the
+    /// head, so one move alone cannot show them).
+    second_move_reads_the_ring:
         SLOT0,
         &[SetClock(SLOT0), Acquire(2)],
         &[
@@ -95,57 +92,38 @@ fn second_move_reads_the_ring<L: Limiter + 'static>(
             &[Acquire(1)],
         ],
         SLOT2,
-        1,
-    )
-}
+        1;
 
-/// Limit 2; slot 0 full. One thread advances the clock to slot 3, where slot 0 has left the
-/// window, while two acquire: racers plus a drain at slot 3 admit exactly 2.
-fn expiry_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+    /// Limit 2; slot 0 full. One thread advances the clock to slot 3, where slot 0 has left the
+    /// window, while two acquire: racers plus a drain at slot 3 admit exactly 2.
+    expiry_racing_admissions:
         SLOT0,
         &[SetClock(SLOT0), Acquire(2)],
         &[&[SetClock(SLOT3)], &[Acquire(1)], &[Acquire(1)]],
         SLOT3,
-        2,
-    )
-}
+        2;
 
-/// Limit 2, 1 left at 5.5 s; one thread steps the clock back to 0.2 s while two acquire:
-/// nothing expires by going back, so racers plus a drain back at 5.5 s admit exactly 1.
-fn clock_step_back_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+    /// Limit 2, 1 left at 5.5 s; one thread steps the clock back to 0.2 s while two acquire:
+    /// nothing expires by going back, so racers plus a drain back at 5.5 s admit exactly 1.
+    clock_step_back_racing_admissions:
         SLOT5,
         &[SetClock(SLOT5), Acquire(1)],
         &[&[SetClock(BACK)], &[Acquire(1)], &[Acquire(1)]],
         SLOT5,
-        1,
-    )
-}
+        1;
 
-/// Limit 4; slot 0 holds 1. A straggler admits in slot 0 (its clock read before the advance)
-/// while one thread moves the clock into slot 1 and acquires and a third acquires: a mover
-/// may load the head before the straggler's admission, lose its CAS to another mover that
-/// finishes slot 0 with its final count, and only then write slot 0's ring entry with the
-/// count it loaded. All three pass; at slot 2, where slot 0 still counts, the move sums slot
-/// 0 from the ring: a stale entry there admits more than the 4 of the window.
-fn delayed_mover<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+    /// Limit 4; slot 0 holds 1. A straggler admits in slot 0 (its clock read before the advance)
+    /// while one thread moves the clock into slot 1 and acquires and a third acquires: a mover
+    /// may load the head before the straggler's admission, lose its CAS to another mover that
+    /// finishes slot 0 with its final count, and only then write slot 0's ring entry with the
+    /// count it loaded. All three pass; at slot 2, where slot 0 still counts, the move sums slot
+    /// 0 from the ring: a stale entry there admits more than the 4 of the window.
+    delayed_mover:
         SLOT0,
         &[SetClock(SLOT0), Acquire(1)],
         &[&[Acquire(1)], &[SetClock(SLOT1), Acquire(1)], &[Acquire(1)]],
         SLOT2,
-        3,
-    )
+        3;
 }
 
 /// The wide head's unit: limits from `4 × WIDE` up do not fit the slot number and two counts
@@ -228,15 +206,7 @@ fn late_ring3(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model("sliding_window/frozen 3x1", frozen_three_units(real2, MID));
-    model(
-        "sliding_window/frozen mixed costs 3x1",
-        frozen_mixed_costs(real3, MID),
-    );
-    model(
-        "sliding_window/frozen 2x2",
-        frozen_two_calls_each(real3, MID),
-    );
+    frozen_models("sliding_window/", real2, real3, MID);
 }
 
 #[test]
@@ -300,18 +270,7 @@ fn stale_ring_store_mutant_is_caught() {
 
 #[test]
 fn mutex_twin_passes_the_same_models() {
-    model(
-        "sliding_window/twin frozen 3x1",
-        frozen_three_units(twin2, MID),
-    );
-    model(
-        "sliding_window/twin frozen mixed costs 3x1",
-        frozen_mixed_costs(twin3, MID),
-    );
-    model(
-        "sliding_window/twin frozen 2x2",
-        frozen_two_calls_each(twin3, MID),
-    );
+    frozen_models("sliding_window/twin ", twin2, twin3, MID);
     model(
         "sliding_window/twin slot rollover at a frozen instant 3x1",
         slot_rollover_at_a_frozen_instant(twin3),

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use loom_tests::mutants::{mutant, token_bucket::LoadStore};
 use loom_tests::{
-    admitted_units, drain, exactly_admitted, expect_caught, frozen_mixed_costs, frozen_three_units,
-    frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    admitted_units, drain, exactly_admitted_models, expect_caught, frozen_models,
+    frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{token_bucket::Gcra, Algo, RateLimiter};
 use tollgate::baseline::MutexTokenBucket;
@@ -46,19 +46,15 @@ fn clock_advance_racing_admissions<L: Limiter + 'static>(
     )
 }
 
-/// One token left at 10 s; one thread steps the clock back to 0 while two acquire: a token
-/// is never minted by going back, so racers plus a drain back at 10 s admit exactly 1.
-fn clock_step_back_racing_admissions<L: Limiter + 'static>(
-    make: fn(ManualClock) -> L,
-) -> impl Fn() + Send + Sync + 'static {
-    exactly_admitted(
-        make,
+exactly_admitted_models! {
+    /// One token left at 10 s; one thread steps the clock back to 0 while two acquire: a token
+    /// is never minted by going back, so racers plus a drain back at 10 s admit exactly 1.
+    clock_step_back_racing_admissions:
         TEN,
         &[SetClock(TEN), Acquire(1)],
         &[&[SetClock(Duration::ZERO)], &[Acquire(1)], &[Acquire(1)]],
         TEN,
-        1,
-    )
+        1;
 }
 
 fn real2(c: ManualClock) -> TokenBucket<ManualClock> {
@@ -82,18 +78,7 @@ fn mutant3(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model(
-        "token_bucket/frozen 3x1",
-        frozen_three_units(real2, 3 * SECOND),
-    );
-    model(
-        "token_bucket/frozen mixed costs 3x1",
-        frozen_mixed_costs(real3, 3 * SECOND),
-    );
-    model(
-        "token_bucket/frozen 2x2",
-        frozen_two_calls_each(real3, 3 * SECOND),
-    );
+    frozen_models("token_bucket/", real2, real3, 3 * SECOND);
 }
 
 #[test]
@@ -110,18 +95,7 @@ fn clock_moves_racing_admissions() {
 
 #[test]
 fn mutex_twin_passes_the_same_models() {
-    model(
-        "token_bucket/twin frozen 3x1",
-        frozen_three_units(twin2, 3 * SECOND),
-    );
-    model(
-        "token_bucket/twin frozen mixed costs 3x1",
-        frozen_mixed_costs(twin3, 3 * SECOND),
-    );
-    model(
-        "token_bucket/twin frozen 2x2",
-        frozen_two_calls_each(twin3, 3 * SECOND),
-    );
+    frozen_models("token_bucket/twin ", twin2, twin3, 3 * SECOND);
     model(
         "token_bucket/twin clock advance",
         clock_advance_racing_admissions(twin2),

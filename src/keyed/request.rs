@@ -102,27 +102,38 @@ pub trait KeyedLimit<Q: ?Sized> {
     fn quota(&self) -> Quota;
 }
 
-impl<K, Q, C, S> KeyedLimit<Q> for KeyedLimiter<K, C, S>
-where
-    K: Hash + Eq + Borrow<Q>,
-    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    C: Clock,
-    S: BuildHasher,
-{
-    #[inline]
-    fn try_acquire(&self, key: &Q) -> Decision {
-        KeyedLimiter::try_acquire(self, key)
-    }
+/// `KeyedLimit` for a type whose own methods of the trait's names answer it: each trait method
+/// calls the type's own.
+macro_rules! keyed_limit_by_own_methods {
+    ($($ty:ident where [$($bound:tt)*];)*) => {$(
+        impl<K, Q, C, S> KeyedLimit<Q> for $ty<K, C, S>
+        where
+            $($bound)*
+            C: Clock,
+            S: BuildHasher,
+        {
+            #[inline]
+            fn try_acquire(&self, key: &Q) -> Decision {
+                $ty::try_acquire(self, key)
+            }
 
-    #[inline]
-    fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
-        KeyedLimiter::try_acquire_n(self, key, n)
-    }
+            #[inline]
+            fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
+                $ty::try_acquire_n(self, key, n)
+            }
 
-    #[inline]
-    fn quota(&self) -> Quota {
-        KeyedLimiter::quota(self)
-    }
+            #[inline]
+            fn quota(&self) -> Quota {
+                $ty::quota(self)
+            }
+        }
+    )*};
+}
+
+keyed_limit_by_own_methods! {
+    KeyedLimiter where [K: Hash + Eq + Borrow<Q>, Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,];
+    SketchLimiter where [K: Borrow<Q> + ?Sized, Q: Hash + ?Sized,];
+    HybridSketchLimiter where [K: Borrow<Q> + ?Sized, Q: Hash + ?Sized,];
 }
 
 impl<K, Q, C, S> KeyedLimit<Q> for KeyedPin<'_, K, C, S>
@@ -145,51 +156,5 @@ where
     #[inline]
     fn quota(&self) -> Quota {
         self.limiter.quota()
-    }
-}
-
-impl<K, Q, C, S> KeyedLimit<Q> for SketchLimiter<K, C, S>
-where
-    K: Borrow<Q> + ?Sized,
-    Q: Hash + ?Sized,
-    C: Clock,
-    S: BuildHasher,
-{
-    #[inline]
-    fn try_acquire(&self, key: &Q) -> Decision {
-        SketchLimiter::try_acquire(self, key)
-    }
-
-    #[inline]
-    fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
-        SketchLimiter::try_acquire_n(self, key, n)
-    }
-
-    #[inline]
-    fn quota(&self) -> Quota {
-        SketchLimiter::quota(self)
-    }
-}
-
-impl<K, Q, C, S> KeyedLimit<Q> for HybridSketchLimiter<K, C, S>
-where
-    K: Borrow<Q> + ?Sized,
-    Q: Hash + ?Sized,
-    C: Clock,
-    S: BuildHasher,
-{
-    #[inline]
-    fn try_acquire(&self, key: &Q) -> Decision {
-        HybridSketchLimiter::try_acquire(self, key)
-    }
-
-    #[inline]
-    fn try_acquire_n(&self, key: &Q, n: u64) -> Decision {
-        HybridSketchLimiter::try_acquire_n(self, key, n)
-    }
-
-    #[inline]
-    fn quota(&self) -> Quota {
-        HybridSketchLimiter::quota(self)
     }
 }

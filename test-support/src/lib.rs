@@ -4,7 +4,13 @@
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
 
+pub mod cpu;
 pub mod events;
+mod two_window;
+
+pub use two_window::TwoWindow;
+
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// SplitMix64: one 64-bit state, a full-period stream.
 ///
@@ -83,3 +89,30 @@ pub fn clock_and_cost(rng: &mut SplitMix64, period: u64, limit: u64, now: u64) -
     };
     (now, cost)
 }
+
+/// A hasher that hashes a `u64` key to itself shifted left by `SHIFT` bits (bytes are folded
+/// in, the first highest): tests pick which columns, lanes and slots their keys fall in.
+///
+/// ```
+/// use std::hash::BuildHasher;
+/// use tollgate_test_support::BuildShifted;
+/// assert_eq!(BuildShifted::<0>::default().hash_one(7u64), 7);
+/// assert_eq!(BuildShifted::<58>::default().hash_one(1u64), 1 << 58);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Shifted<const SHIFT: u32>(u64);
+
+impl<const SHIFT: u32> Hasher for Shifted<SHIFT> {
+    fn finish(&self) -> u64 {
+        self.0 << SHIFT
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = bytes.iter().fold(self.0, |h, &b| h << 8 | u64::from(b));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// What builds [`Shifted`] hashers, for a keyed limiter's `with_hasher`.
+pub type BuildShifted<const SHIFT: u32> = BuildHasherDefault<Shifted<SHIFT>>;

@@ -98,6 +98,26 @@ pub fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
+/// `limit` per `period_ms` milliseconds, up to `burst` at once.
+pub fn burst_quota(limit: u64, period_ms: u64, burst: u64) -> Quota {
+    Quota::try_new(limit, ms(period_ms))
+        .and_then(|q| q.with_burst(burst))
+        .unwrap()
+}
+
+/// The quotas the live bucket tests change to: tighter and looser rates and bursts, a longer
+/// period, a minute's.
+pub fn bucket_changes() -> [Quota; 6] {
+    [
+        burst_quota(10, 1_000, 10),
+        burst_quota(100, 1_000, 100),
+        burst_quota(1, 1_000, 3),
+        burst_quota(40, 2_000, 5),
+        burst_quota(5, 1_000, 20),
+        burst_quota(1_000, 60_000, 50),
+    ]
+}
+
 /// The tests' seeded generator (SplitMix64): reproducible streams.
 #[allow(unused_imports)] // not every test that includes this module draws from it
 pub use tollgate_test_support::SplitMix64 as Rng;

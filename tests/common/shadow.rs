@@ -1,9 +1,12 @@
-//! What the sketch tests share: the random clock step, and the check of one decision against
+//! What the sketch tests share: the random clock step and cost, and the check of one decision against
 //! the key's exact limiter fed only what the sketch admitted.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use tollgate::{Clock, Decision, FixedWindow, Limiter, ManualClock};
+use tollgate::{
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimit, KeyedLimiter, Limiter, ManualClock, Quota,
+};
 
 use crate::common::Rng;
 
@@ -19,6 +22,59 @@ pub fn step(rng: &mut Rng, clock: &ManualClock, period: Duration, back: bool) {
             clock.set(Duration::from_nanos(now.saturating_sub(rng.below(2 * p))));
         }
         _ => {}
+    }
+}
+
+/// A random cost for a limit of `limit`: one in twenty 0, one in twenty above the capacity,
+/// `partial - 1` in twenty up to the limit (`partial >= 2`), the rest 1.
+pub fn cost(rng: &mut Rng, limit: u64, partial: u64) -> u64 {
+    match rng.below(20) {
+        0 => 0,
+        1 => limit + 1 + rng.below(3),
+        r if r <= partial => 1 + rng.below(limit),
+        _ => 1,
+    }
+}
+
+/// The exact keyed map of fixed windows on `clock`: what a sketch never admits more than.
+pub fn exact_map(quota: Quota, clock: &ManualClock) -> KeyedLimiter<u64, ManualClock> {
+    KeyedLimiter::try_with_clock(Algorithm::FixedWindow, quota, clock.clone()).unwrap()
+}
+
+/// The shadow of every key in `0..keys`: its own fixed window, made now on `clock` (with the
+/// sketch, on its origin).
+pub fn shadows(
+    quota: Quota,
+    clock: &ManualClock,
+    keys: u64,
+) -> HashMap<u64, FixedWindow<ManualClock>> {
+    (0..keys)
+        .map(|k| (k, FixedWindow::with_clock(quota, clock.clone())))
+        .collect()
+}
+
+/// Asks `limiter` for `n` units of `key`: a unit request half the time by `try_acquire` (the
+/// coin drawn only then), otherwise by `try_acquire_n`.
+pub fn ask<L: KeyedLimit<u64>>(limiter: &L, rng: &mut Rng, key: u64, n: u64) -> Decision {
+    if n == 1 && rng.below(2) == 0 {
+        limiter.try_acquire(&key)
+    } else {
+        limiter.try_acquire_n(&key, n)
+    }
+}
+
+/// Units admitted per key, by the sketch and by the exact map.
+#[derive(Default)]
+pub struct Admitted(HashMap<u64, (u64, u64)>);
+
+impl Admitted {
+    /// Counts `key`'s request of `n`, `sketch` and `exact` the two answers; the key's totals
+    /// so far, the sketch's and the exact map's.
+    pub fn count(&mut self, key: u64, n: u64, sketch: &Decision, exact: &Decision) -> (u64, u64) {
+        let tally = self.0.entry(key).or_default();
+        tally.0 += if sketch.is_allowed() { n } else { 0 };
+        tally.1 += if exact.is_allowed() { n } else { 0 };
+        *tally
     }
 }
 

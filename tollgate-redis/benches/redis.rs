@@ -32,11 +32,7 @@ struct Setup {
 
 fn setup() -> Setup {
     let server = common::RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(1);
     let url = server.url();
     let (roomy, leased, naive, cached, uncached) = runtime.block_on(async {
         let build = |q: Quota, cache: usize| {

@@ -63,11 +63,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     let server = common::RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(1);
     runtime.block_on(async move {
         let url = server.url();
         let roomy = Quota::per_second(1_000_000).unwrap();

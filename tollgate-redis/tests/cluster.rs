@@ -23,11 +23,7 @@ fn the_limiters_on_a_three_primary_cluster() {
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::runtime(2);
     for node in &cluster.nodes {
         node.cli(&["FLUSHALL"]);
     }

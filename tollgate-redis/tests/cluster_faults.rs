@@ -41,14 +41,6 @@ async fn clients(
     out
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The Redis key of `key` for the token bucket (the slot is its hash tag's).
 fn tb(key: &str) -> String {
     format!("{{tollgate:{key}}}:tb")
@@ -106,7 +98,7 @@ fn a_frozen_primary_opens_its_own_breaker_only() {
         .collect();
     assert!(on_frozen.iter().any(|&f| f) && on_frozen.iter().any(|&f| !f));
     let quota = Quota::per_hour(3).unwrap();
-    runtime().block_on(async {
+    common::runtime(2).block_on(async {
         let clients = clients(&target, Algorithm::TokenBucket, quota, 4).await;
         let mut admitted = vec![0u64; keys.len()];
         // Healthy: every key admitted once.
@@ -166,7 +158,7 @@ fn a_killed_primary_is_replaced_by_its_replica() {
     let on_killed: Vec<bool> = keys.iter().map(|k| cluster.node_of(&tb(k)) == 0).collect();
     assert!(on_killed.iter().any(|&f| f) && on_killed.iter().any(|&f| !f));
     let quota = Quota::per_hour(3).unwrap();
-    runtime().block_on(async {
+    common::runtime(2).block_on(async {
         let clients = clients(&target, Algorithm::TokenBucket, quota, 4).await;
         let mut admitted = vec![0u64; keys.len()];
         // The killed primary's keys filled to the quota; the others' admitted once.
@@ -250,7 +242,7 @@ fn a_slot_migrated_under_load_answers_every_call() {
         .trim()
         .to_owned();
     let calls = Arc::new(AtomicU64::new(0));
-    let rt = runtime();
+    let rt = common::runtime(2);
     let limiters: Vec<Vec<RedisLimiter>> = rt.block_on(async {
         let mut all = Vec::new();
         for a in Algorithm::ALL {

@@ -320,17 +320,7 @@ async fn denials_write_nothing_and_keys_expire_when_full_again() {
         let key = format!("ttl-{algorithm:?}");
         let d = l.try_acquire_n(&key, 3).await.unwrap();
         assert!(d.is_allowed(), "{algorithm:?}");
-        let suffix = match algorithm {
-            Algorithm::TokenBucket => "tb",
-            Algorithm::FixedWindow => "fw",
-            Algorithm::SlidingWindow => "swc",
-            Algorithm::SlidingLog => "log",
-        };
-        let ttl: i64 = server
-            .cli(&["PTTL", &format!("{{tollgate:{key}}}:{suffix}")])
-            .trim()
-            .parse()
-            .unwrap();
+        let ttl: i64 = server.state_pttl(&key, algorithm);
         // Full again within the period (the sliding window: one slot more).
         assert!(
             ttl > 0 && ttl <= day_ms * 9 / 8 + 1,
@@ -367,22 +357,12 @@ async fn every_admission_leaves_the_key_alive_until_it_is_full_again() {
     for algorithm in Algorithm::ALL {
         let l = build(&server, algorithm, quota).await;
         let key = format!("keep-{algorithm:?}");
-        let suffix = match algorithm {
-            Algorithm::TokenBucket => "tb",
-            Algorithm::FixedWindow => "fw",
-            Algorithm::SlidingWindow => "swc",
-            Algorithm::SlidingLog => "log",
-        };
         // 440 units in all: the bucket's full time passes the eighth of a drained bucket
         // its expiry is moved ahead by, several times.
         for i in 0..40 {
             let d = l.try_acquire_n(&key, 1 + (i % 3) * 10).await.unwrap();
             assert!(d.is_allowed(), "{algorithm:?} #{i}");
-            let ttl: u128 = server
-                .cli(&["PTTL", &format!("{{tollgate:{key}}}:{suffix}")])
-                .trim()
-                .parse()
-                .unwrap();
+            let ttl: u128 = server.state_pttl(&key, algorithm);
             assert!(
                 // Less what passed before PTTL ran (a process start on a loaded machine).
                 ttl + 500 >= d.reset_after().as_millis(),
@@ -415,10 +395,6 @@ async fn a_bucket_stored_without_its_expiry_is_read_as_the_same_bucket() {
     let d = l.try_acquire_n("old", 4).await.unwrap();
     assert!(d.is_allowed() && d.remaining() == 0, "{d:?}");
     assert!(!l.try_acquire("old").await.unwrap().is_allowed());
-    let ttl: u128 = server
-        .cli(&["PTTL", "{tollgate:old}:tb"])
-        .trim()
-        .parse()
-        .unwrap();
+    let ttl: u128 = server.state_pttl("old", Algorithm::TokenBucket);
     assert!(ttl + 500 >= d.reset_after().as_millis(), "{ttl} ms, {d:?}");
 }

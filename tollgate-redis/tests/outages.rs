@@ -10,7 +10,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, RedisServer};
+use common::{free_port, state_suffix, RedisServer};
 use tollgate::{Algorithm, Quota};
 use tollgate_redis::{Error, FailurePolicy, RedisLimiter, Source};
 
@@ -61,7 +61,7 @@ async fn busy_and_oom_are_outages_and_a_wrong_type_is_a_bug() {
         assert!(open.try_acquire("oom").await.unwrap().is_allowed());
 
         // A key of the wrong type: a bug, not an outage; FailOpen does not admit it.
-        let key = format!("{{tollgate:wrong}}:{}", suffix(algorithm));
+        let key = format!("{{tollgate:wrong}}:{}", state_suffix(algorithm));
         server.cli(&["LPUSH", &key, "x"]);
         let e = open.try_acquire("wrong").await.unwrap_err();
         assert!(
@@ -121,15 +121,6 @@ async fn busy_and_oom_are_outages_and_a_wrong_type_is_a_bug() {
     server.cli(&["SCRIPT", "KILL"]);
     let _ = busy.wait();
     assert!(closed.try_acquire("k").await.unwrap().is_allowed());
-}
-
-fn suffix(a: Algorithm) -> &'static str {
-    match a {
-        Algorithm::TokenBucket => "tb",
-        Algorithm::FixedWindow => "fw",
-        Algorithm::SlidingWindow => "swc",
-        Algorithm::SlidingLog => "log",
-    }
 }
 
 fn connections(server: &RedisServer) -> u64 {

@@ -155,12 +155,6 @@ async fn a_token_bucket_owes_tokens_not_time_under_another_quota() {
 async fn on_server_time_ttls_follow_the_new_quota() {
     let server = RedisServer::start();
     for algorithm in Algorithm::ALL {
-        let suffix = match algorithm {
-            Algorithm::TokenBucket => "tb",
-            Algorithm::FixedWindow => "fw",
-            Algorithm::SlidingWindow => "swc",
-            Algorithm::SlidingLog => "log",
-        };
         let minute = on(&server, algorithm, Quota::per_minute(10).unwrap(), None).await;
         let hour = on(&server, algorithm, Quota::per_hour(1_000).unwrap(), None).await;
         let key = format!("ttl-{algorithm:?}");
@@ -170,11 +164,7 @@ async fn on_server_time_ttls_follow_the_new_quota() {
         let d = hour.try_acquire(&key).await.unwrap();
         assert!(d.is_allowed(), "{algorithm:?}: {d:?}");
         assert!(d.remaining() < 1_000, "{algorithm:?}: {d:?}");
-        let ttl: u64 = server
-            .cli(&["PTTL", &format!("{{tollgate:{key}}}:{suffix}")])
-            .trim()
-            .parse()
-            .unwrap();
+        let ttl: u64 = server.state_pttl(&key, algorithm);
         assert!(
             ttl > 0 && ttl <= 3_600_000 * 9 / 8,
             "{algorithm:?}: PTTL {ttl} ms"

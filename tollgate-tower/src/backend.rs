@@ -101,41 +101,25 @@ impl<B: Backend> IntoBackend for B {
     }
 }
 
-impl<K, C, S> IntoBackend for KeyedLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = LocalBackend<K, C, S>;
-    fn into_backend(self) -> LocalBackend<K, C, S> {
-        KeyedBackend::new(self)
-    }
+/// An in-process keyed limiter is a backend as a [`KeyedBackend`] over it (for the map,
+/// [`LocalBackend`]).
+macro_rules! keyed_into_backend {
+    ($($ty:ident),*) => {$(
+        impl<K, C, S> IntoBackend for $ty<K, C, S>
+        where
+            K: Hash + Eq + Clone + Send + Sync + 'static,
+            C: Clock + 'static,
+            S: BuildHasher + Send + Sync + 'static,
+        {
+            type Backend = KeyedBackend<K, $ty<K, C, S>>;
+            fn into_backend(self) -> Self::Backend {
+                KeyedBackend::new(self)
+            }
+        }
+    )*};
 }
 
-impl<K, C, S> IntoBackend for SketchLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = KeyedBackend<K, SketchLimiter<K, C, S>>;
-    fn into_backend(self) -> Self::Backend {
-        KeyedBackend::new(self)
-    }
-}
-
-impl<K, C, S> IntoBackend for HybridSketchLimiter<K, C, S>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Backend = KeyedBackend<K, HybridSketchLimiter<K, C, S>>;
-    fn into_backend(self) -> Self::Backend {
-        KeyedBackend::new(self)
-    }
-}
+keyed_into_backend!(KeyedLimiter, SketchLimiter, HybridSketchLimiter);
 
 /// A [`Backend`] over an in-process keyed limiter `L`, asked by keys `K`: decisions in
 /// nanoseconds, never an error. `L` is any [`KeyedLimit<K>`](KeyedLimit): a [`KeyedLimiter`]
@@ -352,102 +336,77 @@ where
     }
 }
 
-/// A shared [`KeyedLimiter`] as a backend: keep a clone of the `Arc` to change a live map's
-/// quotas ([`KeyedLimiter::set_quota`]) or sweep it while the layer runs; the headers announce
-/// the quota in force.
-///
-/// ```
-/// use std::sync::Arc;
-/// use tollgate::{Algorithm, KeyedLimiter, Quota};
-/// use tollgate_tower::{PeerIp, RateLimitLayer};
-/// let per_ip = Arc::new(KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(10)?).live().build()?);
-/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
-/// per_ip.set_quota(Quota::per_second(50)?)?; // the running layer limits at 50/s from now
-/// # Ok::<(), tollgate::KeyedError>(())
-/// ```
-impl<K, C, S> Backend for std::sync::Arc<KeyedLimiter<K, C, S>>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Key = K;
-    type Error = Infallible;
-    type Future = Ready<Result<Decision, Infallible>>;
+/// A shared keyed limiter as an always-ready, never-failing backend: each type answers by its
+/// own `try_acquire_n` and `quota`.
+macro_rules! shared_keyed_backend {
+    ($($(#[$doc:meta])* $ty:ident;)*) => {$(
+        $(#[$doc])*
+        impl<K, C, S> Backend for std::sync::Arc<$ty<K, C, S>>
+        where
+            K: Hash + Eq + Clone + Send + Sync + 'static,
+            C: Clock + 'static,
+            S: BuildHasher + Send + Sync + 'static,
+        {
+            type Key = K;
+            type Error = Infallible;
+            type Future = Ready<Result<Decision, Infallible>>;
 
-    #[inline]
-    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
-        ready(Ok(self.try_acquire_n(key, cost)))
-    }
+            #[inline]
+            fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
+                ready(Ok(self.try_acquire_n(key, cost)))
+            }
 
-    fn quota(&self) -> Quota {
-        KeyedLimiter::quota(self)
-    }
+            fn quota(&self) -> Quota {
+                $ty::quota(self)
+            }
+        }
+    )*};
 }
 
-/// A shared [`SketchLimiter`] as a backend: keep a clone of the `Arc` to ask it outside the
-/// layer too (one count per key for both).
-///
-/// ```
-/// use std::sync::Arc;
-/// use tollgate::{Quota, SketchLimiter, SketchSize};
-/// use tollgate_tower::{PeerIp, RateLimitLayer};
-/// let per_ip = Arc::new(SketchLimiter::<std::net::IpAddr>::new(Quota::per_second(10)?, SketchSize::columns(1 << 12)?));
-/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
-/// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-impl<K, C, S> Backend for std::sync::Arc<SketchLimiter<K, C, S>>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Key = K;
-    type Error = Infallible;
-    type Future = Ready<Result<Decision, Infallible>>;
+shared_keyed_backend! {
+    /// A shared [`KeyedLimiter`] as a backend: keep a clone of the `Arc` to change a live map's
+    /// quotas ([`KeyedLimiter::set_quota`]) or sweep it while the layer runs; the headers announce
+    /// the quota in force.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{Algorithm, KeyedLimiter, Quota};
+    /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    /// let per_ip = Arc::new(KeyedLimiter::<std::net::IpAddr>::builder(Algorithm::TokenBucket, Quota::per_second(10)?).live().build()?);
+    /// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+    /// per_ip.set_quota(Quota::per_second(50)?)?; // the running layer limits at 50/s from now
+    /// # Ok::<(), tollgate::KeyedError>(())
+    /// ```
+    KeyedLimiter;
 
-    #[inline]
-    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
-        ready(Ok(self.try_acquire_n(key, cost)))
-    }
+    /// A shared [`SketchLimiter`] as a backend: keep a clone of the `Arc` to ask it outside the
+    /// layer too (one count per key for both).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{Quota, SketchLimiter, SketchSize};
+    /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    /// let per_ip = Arc::new(SketchLimiter::<std::net::IpAddr>::new(Quota::per_second(10)?, SketchSize::columns(1 << 12)?));
+    /// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+    /// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    SketchLimiter;
 
-    fn quota(&self) -> Quota {
-        SketchLimiter::quota(self)
-    }
-}
-
-/// A shared [`HybridSketchLimiter`] as a backend, as a shared [`SketchLimiter`] is.
-///
-/// ```
-/// use std::sync::Arc;
-/// use tollgate::{HybridSketchLimiter, Quota, SketchSize};
-/// use tollgate_tower::{PeerIp, RateLimitLayer};
-/// let per_ip = Arc::new(HybridSketchLimiter::<std::net::IpAddr>::new(
-///     Quota::per_second(10)?,
-///     SketchSize::columns(1 << 12)?,
-///     1 << 10,
-/// ));
-/// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
-/// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-impl<K, C, S> Backend for std::sync::Arc<HybridSketchLimiter<K, C, S>>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    C: Clock + 'static,
-    S: BuildHasher + Send + Sync + 'static,
-{
-    type Key = K;
-    type Error = Infallible;
-    type Future = Ready<Result<Decision, Infallible>>;
-
-    #[inline]
-    fn try_acquire(&self, key: &K, cost: u64) -> Self::Future {
-        ready(Ok(self.try_acquire_n(key, cost)))
-    }
-
-    fn quota(&self) -> Quota {
-        HybridSketchLimiter::quota(self)
-    }
+    /// A shared [`HybridSketchLimiter`] as a backend, as a shared [`SketchLimiter`] is.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{HybridSketchLimiter, Quota, SketchSize};
+    /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    /// let per_ip = Arc::new(HybridSketchLimiter::<std::net::IpAddr>::new(
+    ///     Quota::per_second(10)?,
+    ///     SketchSize::columns(1 << 12)?,
+    ///     1 << 10,
+    /// ));
+    /// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+    /// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    HybridSketchLimiter;
 }

@@ -26,7 +26,7 @@ use tower::{Layer, Service};
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{connect, hello, local, send_with as send, serve, Body, Down, Inner};
+use loopback::{connect, hello, local, send_with as send, serve, status_with, Body, Down, Inner};
 
 /// One request written byte for byte (no client library rewriting its target), the status
 /// and the `RateLimit-Policy` of the answer.
@@ -54,10 +54,7 @@ async fn past_its_quota_a_client_gets_429_for_every_method() {
     let clock = ManualClock::new();
     let layer = RateLimitLayer::new(PeerIp::default(), local::<IpAddr>(per_minute(1), &clock));
     let mut c = connect(serve(layer.layer(hello())).await).await;
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &[]).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     for m in [
         Method::OPTIONS,
         Method::HEAD,
@@ -87,10 +84,7 @@ async fn cors_preflights_pass_only_when_asked_and_only_real_ones() {
         .exempt_cors_preflight(true);
     let stats = layer.stats();
     let mut c = connect(serve(layer.layer(hello())).await).await;
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &[]).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     let preflight = [
         ("origin", "https://app.example"),
         ("access-control-request-method", "POST"),
@@ -159,12 +153,9 @@ async fn a_key_header_sent_twice_is_refused_even_when_keyless_requests_pass() {
     let stats = layer.stats();
     let mut c = connect(serve(layer.layer(hello())).await).await;
     let one = [("x-api-key", "k1")];
+    assert_eq!(status_with(&mut c, &one).await, StatusCode::OK);
     assert_eq!(
-        send(&mut c, Method::GET, "/", &one).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &one).await.status,
+        status_with(&mut c, &one).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     // The upstream may read the first value; a rotating second one never buys a fresh limit.
@@ -175,10 +166,7 @@ async fn a_key_header_sent_twice_is_refused_even_when_keyless_requests_pass() {
         assert_eq!(got.status, StatusCode::BAD_REQUEST);
     }
     assert_eq!(stats.invalid_key(), 5);
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &[]).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     assert_eq!(stats.missing_key(), 1);
 }
 
@@ -224,7 +212,7 @@ async fn a_burst_above_the_limit_is_stated_as_the_bucket_enforces_it() {
     );
     assert_eq!(first.header("ratelimit"), Some("\"default\";r=19;t=1"));
     let mut passed = 1;
-    while send(&mut c, Method::GET, "/", &[]).await.status == StatusCode::OK {
+    while status_with(&mut c, &[]).await == StatusCode::OK {
         passed += 1;
     }
     assert_eq!(passed, 20, "q is what a full bucket admits at once");
@@ -336,10 +324,7 @@ async fn shadow_mode_passes_keyless_requests_and_backend_errors() {
     let stats = keyless.stats();
     let mut c = connect(serve(keyless.layer(hello())).await).await;
     for _ in 0..3 {
-        assert_eq!(
-            send(&mut c, Method::GET, "/", &[]).await.status,
-            StatusCode::OK
-        );
+        assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     }
     assert_eq!((stats.missing_key(), stats.denied()), (3, 0));
 
@@ -347,10 +332,7 @@ async fn shadow_mode_passes_keyless_requests_and_backend_errors() {
     let stats = down.stats();
     let mut c = connect(serve(down.layer(hello())).await).await;
     for _ in 0..3 {
-        assert_eq!(
-            send(&mut c, Method::GET, "/", &[]).await.status,
-            StatusCode::OK
-        );
+        assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     }
     assert_eq!(stats.errors(), 3);
 
@@ -382,40 +364,28 @@ async fn forwarded_obfuscated_ports_and_all_trusted_chains() {
     let mut c = connect(serve(layer.layer(hello())).await).await;
     // The client's port is obfuscated: its address is still the key.
     let obf = [("forwarded", "for=\"192.0.2.43:_p1\", for=10.0.0.7")];
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &obf).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &obf).await, StatusCode::OK);
     let obf2 = [(
         "forwarded",
         "for=\"192.0.2.43:_other\";proto=https, for=10.0.0.7",
     )];
     assert_eq!(
-        send(&mut c, Method::GET, "/", &obf2).await.status,
+        status_with(&mut c, &obf2).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     // Another client behind the same proxy has its own limit.
     let other = [("forwarded", "for=\"192.0.2.44:_p1\", for=10.0.0.7")];
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &other).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &other).await, StatusCode::OK);
     // Every hop trusted (a request made by the proxy itself): keyed by the leftmost hop, the
     // proxy 10.0.0.7, not by the loopback peer and not by whatever comes after.
     let inside = [("forwarded", "for=10.0.0.7")];
+    assert_eq!(status_with(&mut c, &inside).await, StatusCode::OK);
     assert_eq!(
-        send(&mut c, Method::GET, "/", &inside).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &inside).await.status,
+        status_with(&mut c, &inside).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     // The loopback peer with no header is its own key.
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &[]).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -427,24 +397,12 @@ async fn x_real_ip_from_a_trusted_peer_only_once() {
     );
     let mut c = connect(serve(layer.layer(hello())).await).await;
     let a = [("x-real-ip", "203.0.113.9")];
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &a).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &a).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status_with(&mut c, &a).await, StatusCode::OK);
+    assert_eq!(status_with(&mut c, &a).await, StatusCode::TOO_MANY_REQUESTS);
     let b = [("x-real-ip", "203.0.113.10")];
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &b).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &b).await, StatusCode::OK);
     let twice = [("x-real-ip", "203.0.113.9"), ("x-real-ip", "198.51.100.1")];
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &twice).await.status,
-        StatusCode::BAD_REQUEST
-    );
+    assert_eq!(status_with(&mut c, &twice).await, StatusCode::BAD_REQUEST);
 
     // From a peer that is not trusted the header is ignored: the peer is the key.
     let untrusted = RateLimitLayer::new(
@@ -452,14 +410,8 @@ async fn x_real_ip_from_a_trusted_peer_only_once() {
         local::<IpAddr>(per_minute(1), &clock),
     );
     let mut c = connect(serve(untrusted.layer(hello())).await).await;
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &a).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &b).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status_with(&mut c, &a).await, StatusCode::OK);
+    assert_eq!(status_with(&mut c, &b).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]
@@ -528,10 +480,7 @@ async fn an_error_handler_sets_status_and_body_and_keeps_our_headers() {
         });
     let addr = serve(layer.layer(hello())).await;
     let mut c = connect(addr).await;
-    assert_eq!(
-        send(&mut c, Method::GET, "/", &[]).await.status,
-        StatusCode::OK
-    );
+    assert_eq!(status_with(&mut c, &[]).await, StatusCode::OK);
     let req = Request::builder()
         .uri("/")
         .header("host", "t")

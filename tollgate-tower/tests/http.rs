@@ -14,7 +14,7 @@ use tollgate_tower::{
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{connect, get, local, send, serve_at, V4};
+use loopback::{connect, get, local, send, serve_at, status, V4};
 
 #[tokio::test]
 async fn exact_headers_429_after_burst_and_retry_after_honoured() {
@@ -52,10 +52,7 @@ async fn exact_headers_429_after_burst_and_retry_after_honoured() {
 
     // Waiting the floor (1 s) is too early; waiting Retry-After passes, on the same connection.
     clock.advance(Duration::from_secs(1));
-    assert_eq!(
-        get(&mut c, None).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status(&mut c, None).await, StatusCode::TOO_MANY_REQUESTS);
     clock.advance(Duration::from_secs(1));
     let passed = get(&mut c, None).await;
     assert_eq!(passed.status, StatusCode::OK);
@@ -72,12 +69,9 @@ async fn many_denials_keep_the_connection_and_count() {
     let stats = layer.stats();
     let addr = serve_at(V4, layer, false).await.unwrap();
     let mut c = connect(addr).await;
-    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, None).await, StatusCode::OK);
     for _ in 0..50 {
-        assert_eq!(
-            get(&mut c, None).await.status,
-            StatusCode::TOO_MANY_REQUESTS
-        );
+        assert_eq!(status(&mut c, None).await, StatusCode::TOO_MANY_REQUESTS);
     }
     assert_eq!(stats.denied(), 50);
 }
@@ -95,15 +89,12 @@ async fn forged_xff_from_untrusted_peer_does_not_change_the_key() {
     );
     let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
-    assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, Some("1.1.1.1")).await, StatusCode::OK);
     assert_eq!(
-        get(&mut c, Some("2.2.2.2")).await.status,
+        status(&mut c, Some("2.2.2.2")).await,
         StatusCode::TOO_MANY_REQUESTS
     );
-    assert_eq!(
-        get(&mut c, None).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status(&mut c, None).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]
@@ -115,22 +106,22 @@ async fn trusted_proxy_header_sets_the_key_rightmost_untrusted_hop() {
     );
     let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
-    assert_eq!(get(&mut c, Some("1.1.1.1")).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, Some("1.1.1.1")).await, StatusCode::OK);
     assert_eq!(
-        get(&mut c, Some("2.2.2.2, 10.0.0.5")).await.status,
+        status(&mut c, Some("2.2.2.2, 10.0.0.5")).await,
         StatusCode::OK
     );
     // A client prepending a fresh address to its own hop is still 1.1.1.1.
     assert_eq!(
-        get(&mut c, Some("9.9.9.9, 1.1.1.1")).await.status,
+        status(&mut c, Some("9.9.9.9, 1.1.1.1")).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        get(&mut c, Some("8.8.8.8, 2.2.2.2")).await.status,
+        status(&mut c, Some("8.8.8.8, 2.2.2.2")).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     // No header: the proxy itself is the client.
-    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, None).await, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -143,7 +134,7 @@ async fn ipv6_clients_in_one_64_share_a_bucket() {
     let addr = serve_at(V4, layer, true).await.unwrap();
     let mut c = connect(addr).await;
     assert_eq!(
-        get(&mut c, Some("2001:db8:1:2::1")).await.status,
+        status(&mut c, Some("2001:db8:1:2::1")).await,
         StatusCode::OK
     );
     assert_eq!(
@@ -153,7 +144,7 @@ async fn ipv6_clients_in_one_64_share_a_bucket() {
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        get(&mut c, Some("2001:db8:1:3::1")).await.status,
+        status(&mut c, Some("2001:db8:1:3::1")).await,
         StatusCode::OK
     );
 }
@@ -169,11 +160,8 @@ async fn ipv6_peer_on_loopback_is_keyed_by_its_64() {
         return; // no IPv6 loopback on this machine: the XFF test above covers the grouping
     };
     let mut c = connect(addr).await;
-    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
-    assert_eq!(
-        get(&mut c, None).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status(&mut c, None).await, StatusCode::OK);
+    assert_eq!(status(&mut c, None).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]
@@ -210,7 +198,7 @@ async fn keyless_requests_get_the_configured_answer() {
     let stats = strict.stats();
     let mut c = connect(serve_at(V4, strict, false).await.unwrap()).await;
     assert_eq!(
-        get(&mut c, None).await.status,
+        status(&mut c, None).await,
         StatusCode::INTERNAL_SERVER_ERROR
     );
     assert_eq!(stats.missing_key(), 1);
@@ -221,11 +209,8 @@ async fn keyless_requests_get_the_configured_answer() {
     )
     .on_missing_key(MissingKey::Shared(IpAddr::from([0, 0, 0, 0])));
     let mut c = connect(serve_at(V4, shared, false).await.unwrap()).await;
-    assert_eq!(get(&mut c, None).await.status, StatusCode::OK);
-    assert_eq!(
-        get(&mut c, None).await.status,
-        StatusCode::TOO_MANY_REQUESTS
-    );
+    assert_eq!(status(&mut c, None).await, StatusCode::OK);
+    assert_eq!(status(&mut c, None).await, StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use tollgate_tower::{KeyedBackend, RateLimitLayer, TrustedProxy};
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{connect, get, serve_at, V4};
+use loopback::{connect, get, serve_at, status, V4};
 
 /// The forwarded client as the key, from the loopback peer only.
 fn forwarded() -> TrustedProxy {
@@ -67,11 +67,11 @@ async fn a_sketch_admits_its_quota_per_client_and_denies_with_headers() {
         assert_eq!(ok.header("ratelimit"), Some(expected.as_str()));
     }
     assert_eq!(
-        get(&mut c, Some(BOB)).await.status,
+        status(&mut c, Some(BOB)).await,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        get(&mut c, Some(ALICE)).await.status,
+        status(&mut c, Some(ALICE)).await,
         StatusCode::TOO_MANY_REQUESTS
     );
 
@@ -87,7 +87,7 @@ async fn a_sketch_admits_its_quota_per_client_and_denies_with_headers() {
         let passed = {
             let mut n = 0;
             for _ in 0..5 {
-                if get(&mut c, Some(client)).await.status == StatusCode::OK {
+                if status(&mut c, Some(client)).await == StatusCode::OK {
                     n += 1;
                 }
             }
@@ -111,10 +111,10 @@ async fn a_shared_sketch_counts_the_layer_and_its_other_users_as_one() {
     assert_eq!(ok.status, StatusCode::OK);
     assert_eq!(ok.header("ratelimit"), Some("\"default\";r=0;t=2"));
     assert_eq!(
-        get(&mut c, Some(ALICE)).await.status,
+        status(&mut c, Some(ALICE)).await,
         StatusCode::TOO_MANY_REQUESTS
     );
-    assert_eq!(get(&mut c, Some(BOB)).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, Some(BOB)).await, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -126,7 +126,7 @@ async fn a_keyed_backend_takes_a_metered_sketch() {
     let statuses: Vec<u16> = {
         let mut v = Vec::new();
         for _ in 0..4 {
-            v.push(get(&mut c, Some(ALICE)).await.status.as_u16());
+            v.push(status(&mut c, Some(ALICE)).await.as_u16());
         }
         v
     };
@@ -160,5 +160,5 @@ async fn a_hybrid_sketch_admits_its_quota_per_client_across_a_promotion() {
         assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{client}");
     }
     clock.advance(Duration::from_secs(2));
-    assert_eq!(get(&mut c, Some(ALICE)).await.status, StatusCode::OK);
+    assert_eq!(status(&mut c, Some(ALICE)).await, StatusCode::OK);
 }

@@ -28,6 +28,15 @@ fn require(tool: &str) {
     assert!(found, "{tool} not found. {MISSING}");
 }
 
+/// A multi-thread runtime of `workers` worker threads, time and I/O enabled.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A port free for the server and, for cluster nodes, for its bus (port + 10000).
 pub fn free_port(with_bus: bool) -> u16 {
     loop {
@@ -179,6 +188,28 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
+    }
+}
+
+/// The suffix of `algorithm`'s state key: the state of `key` is `{tollgate:<key>}:<suffix>`.
+pub fn state_suffix(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::TokenBucket => "tb",
+        Algorithm::FixedWindow => "fw",
+        Algorithm::SlidingWindow => "swc",
+        Algorithm::SlidingLog => "log",
+    }
+}
+
+impl RedisServer {
+    /// `PTTL` of `algorithm`'s state key of `key`, in milliseconds, parsed as a `T` (a
+    /// negative answer, no key or no expiry, fails to parse as an unsigned `T`).
+    pub fn state_pttl<T: std::str::FromStr>(&self, key: &str, algorithm: Algorithm) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
+        let state = format!("{{tollgate:{key}}}:{}", state_suffix(algorithm));
+        self.cli(&["PTTL", &state]).trim().parse().unwrap()
     }
 }
 

@@ -129,6 +129,19 @@ pub async fn get(client: &mut SendRequest<Empty<Bytes>>, xff: Option<&str>) -> G
     send(client, Method::GET, "/", xff).await
 }
 
+/// The status of [`get`]'s answer.
+pub async fn status(client: &mut SendRequest<Empty<Bytes>>, xff: Option<&str>) -> StatusCode {
+    get(client, xff).await.status
+}
+
+/// The status of the answer to a GET of `/` with these headers.
+pub async fn status_with(
+    client: &mut SendRequest<Empty<Bytes>>,
+    headers: &[(&str, &str)],
+) -> StatusCode {
+    send_with(client, Method::GET, "/", headers).await.status
+}
+
 /// One request, with `X-Forwarded-For: xff` when given.
 pub async fn send(
     client: &mut SendRequest<Empty<Bytes>>,
