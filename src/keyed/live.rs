@@ -39,7 +39,7 @@ use crate::algo::fixed_window::Fixed;
 use crate::algo::token_bucket::{admit_at, allowed, decide, decide_at, refused, ticks, Gcra};
 use crate::algo::Algo;
 use crate::decision::Decision;
-use crate::live::token_bucket::carried;
+use crate::live::token_bucket::{carried, join, split};
 use crate::live::{ParamCell, Retune, PARAM_WORDS};
 use crate::quota::{GcraParams, Quota, QuotaError};
 use crate::sync::{fence, Arc, AtomicU128, Backoff, Mutex, MutexGuard, Ordering};
@@ -187,18 +187,6 @@ impl LivePlan<Gcra> {
         debug_assert!(false, "a word counted in version {epoch} read at {version}");
         Some((version, p, ticks(&p, words[PARAM_WORDS]) + p.capacity))
     }
-}
-
-/// `epoch` and `tat` as one word.
-#[inline]
-fn join(epoch: u64, tat: u64) -> u128 {
-    u128::from(epoch) << 64 | u128::from(tat)
-}
-
-/// A word's `(epoch, tat)`.
-#[inline]
-fn split(word: u128) -> (u64, u64) {
-    ((word >> 64) as u64, word as u64)
 }
 
 /// A requester that found the mark: its redo reads the clock no earlier than the evictor.

@@ -56,15 +56,15 @@ pub(crate) mod planted;
 const LIVE_MAX_SCALE: u32 = 16;
 
 /// A live bucket's word: `epoch` (the version of the parameters `tat` is counted in) beside
-/// `tat`, compared and exchanged together.
+/// `tat`, compared and exchanged together (a live keyed bucket's word too).
 #[inline]
-fn join(epoch: u64, tat: u64) -> u128 {
+pub(crate) fn join(epoch: u64, tat: u64) -> u128 {
     u128::from(epoch) << 64 | u128::from(tat)
 }
 
 /// A live word's `(epoch, tat)`.
 #[inline]
-fn split(word: u128) -> (u64, u64) {
+pub(crate) fn split(word: u128) -> (u64, u64) {
     ((word >> 64) as u64, word as u64)
 }
 

@@ -9,11 +9,11 @@
 
 use core::ops::Deref;
 
-use super::{evicted, join, packed, plan_words, split, BucketSlot, LivePlan};
+use super::{evicted, packed, plan_words, BucketSlot, LivePlan};
 use crate::algo::token_bucket::{admit_at, allowed, decide_at, refused, ticks, Gcra};
 use crate::keyed::slot::Attempt;
 use crate::keyed::word::EVICTED;
-use crate::live::token_bucket::carried;
+use crate::live::token_bucket::{carried, join, split};
 use crate::live::{Retune, PARAM_WORDS};
 use crate::quota::{GcraParams, Quota, QuotaError};
 use crate::sync::{AtomicU128, Backoff, Ordering};
