@@ -23,6 +23,7 @@ time, under `nice`.
 """
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -86,6 +87,7 @@ STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.M)
 COV = re.compile(r"^#\d+\s+\w+\s+cov: (\d+) ft: \d+ corp: (\d+)/(\d+)(\w+)", re.M)
 
 
+@functools.cache
 def fuzz_cmd():
     """`cargo fuzz` on nightly where there is one, else on stable under RUSTC_BOOTSTRAP=1."""
     ok = subprocess.run(["rustup", "run", "nightly", "rustc", "--version"], capture_output=True)
