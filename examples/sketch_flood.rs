@@ -4,9 +4,14 @@
 //! DashMap); then heavy keys over well-behaved ones, where the hybrid's exact entries pay.
 //!
 //! ```text
-//! cargo run --release --example sketch_flood          # both tables
-//! cargo run --release --example sketch_flood -- heavy # the heavy keys' table only
+//! cargo run --release --example sketch_flood                 # both tables
+//! cargo run --release --example sketch_flood -- heavy        # the heavy keys' table only
+//! cargo run --release --example sketch_flood -- --write-docs # both, into docs/keyed.md
 //! ```
+//!
+//! With `--write-docs` it also writes both tables from this run into docs/keyed.md (between
+//! its `sketch_flood:begin` and `sketch_flood:end` markers), so the figures there are one
+//! run's.
 //!
 //! Workload, per row: 1,000 well-behaved keys send 50 requests each (half their quota of 100
 //! per second), spread evenly through a flood of `N` one-shot keys (10^4, 10^6, 10^7), all
@@ -36,6 +41,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
@@ -150,6 +156,35 @@ fn run<L>(flood: u64, make: impl FnOnce() -> L, check: impl Fn(&L, u64) -> bool)
     }
 }
 
+/// Everything printed, for `--write-docs`.
+static OUT: Mutex<String> = Mutex::new(String::new());
+
+/// `println!`, kept in `OUT` too.
+macro_rules! say {
+    () => { say!("") };
+    ($($t:tt)*) => {{
+        let line = format!($($t)*);
+        println!("{line}");
+        let mut out = OUT.lock().unwrap_or_else(|e| e.into_inner());
+        out.push_str(&line);
+        out.push('\n');
+    }};
+}
+
+/// Replaces what lies between docs/keyed.md's `sketch_flood:begin` and `sketch_flood:end`
+/// markers with `body`.
+fn write_docs(body: &str) -> std::io::Result<()> {
+    const BEGIN: &str = "<!-- sketch_flood:begin (written by `cargo run --release --example sketch_flood -- --write-docs`) -->\n";
+    const END: &str = "<!-- sketch_flood:end -->";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keyed.md");
+    let doc = std::fs::read_to_string(path)?;
+    let missing = || std::io::Error::other("no sketch_flood:begin / sketch_flood:end markers");
+    let start = doc.find(BEGIN).ok_or_else(missing)? + BEGIN.len();
+    let end = start + doc[start..].find(END).ok_or_else(missing)?;
+    let text = format!("{}{}\n{}", &doc[..start], body.trim_end(), &doc[end..]);
+    std::fs::write(path, text)
+}
+
 fn mib(bytes: isize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
@@ -162,7 +197,7 @@ fn main() {
     }
     let size = SketchSize::for_load(LARGEST + LEGIT, LIMIT - PER_LEGIT, 0.01)
         .expect("a size for the largest row");
-    println!(
+    say!(
         "quota {LIMIT}/s; {LEGIT_KEYS} keys × {PER_LEGIT} requests in a flood of one-shot keys; \
          sketch: {} columns of 16 B (SketchSize::for_load({}, {}, 0.01)); hybrid: the sketch and {EXACT} exact entries; \
          bounded map: max_keys {BOUND}, Deny",
@@ -170,13 +205,14 @@ fn main() {
         LARGEST + LEGIT,
         LIMIT - PER_LEGIT
     );
-    println!();
-    println!(
+    say!();
+    say!(
         "| flood keys | limiter                  | memory      | ns/request | false denials        |"
     );
-    println!(
+    say!(
         "|-----------:|--------------------------|------------:|-----------:|----------------------|"
     );
+    let (mut largest, mut smallest_sketch) = (None, 0isize);
     for flood in [10_000u64, 1_000_000, LARGEST] {
         let rows: [(&str, Run); 5] = [
             (
@@ -244,8 +280,11 @@ fn main() {
                 ),
             ),
         ];
-        for (name, r) in rows {
-            println!(
+        if flood == 10_000 {
+            smallest_sketch = rows[0].1.bytes;
+        }
+        for (name, r) in &rows {
+            say!(
                 "| {flood:>10} | {name:<24} | {:>11} | {:>10.1} | {:>6} of {LEGIT} ({:.2} %) |",
                 mib(r.bytes),
                 r.ns,
@@ -253,8 +292,34 @@ fn main() {
                 100.0 * r.false_denials as f64 / LEGIT as f64
             );
         }
+        largest = Some(rows);
+    }
+    if let Some([(_, sketch), (_, hybrid), (_, unbounded), (_, bounded), (_, governor)]) = largest {
+        say!();
+        say!(
+            "at {LARGEST} flood keys, other's ns/request over the sketch's: unbounded map {:.2}×, \
+             bounded map {:.2}×, governor {:.2}× (hybrid: {:.2}×, {:.2}×, {:.2}×); memory, \
+             largest row over smallest: sketch {:.2}×",
+            unbounded.ns / sketch.ns,
+            bounded.ns / sketch.ns,
+            governor.ns / sketch.ns,
+            unbounded.ns / hybrid.ns,
+            bounded.ns / hybrid.ns,
+            governor.ns / hybrid.ns,
+            sketch.bytes as f64 / smallest_sketch as f64,
+        );
     }
     heavy_keys(quota);
+    if std::env::args().any(|a| a == "--write-docs") {
+        let out = OUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match write_docs(&out) {
+            Ok(()) => println!("\nwrote docs/keyed.md"),
+            Err(e) => {
+                eprintln!("docs/keyed.md not written: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
 }
 
 /// The light keys' denials in the first window and in the later ones, and ns per request
@@ -332,19 +397,19 @@ fn heavy_keys(quota: Quota) {
     let size = SketchSize::for_load(light, LIMIT - PER_LEGIT, 0.01)
         .expect("a size for the heavy workload");
     let orders: Vec<Vec<u64>> = (0..WINDOWS).map(|w| window_order(0x9e37 + w)).collect();
-    println!();
-    println!(
+    say!();
+    say!(
         "heavy keys: {HEAVY_KEYS} keys × {PER_HEAVY} requests and {LIGHT_KEYS} keys × {PER_LEGIT} per window, \
          {WINDOWS} windows, {SEEDS} hasher seeds; sketch (sized for the light keys): {} columns (SketchSize::for_load({}, {}, 0.01)); hybrid: + {EXACT} exact entries",
         size.column_count(&quota),
         light,
         LIMIT - PER_LEGIT
     );
-    println!();
-    println!(
+    say!();
+    say!(
         "| limiter                     | memory   | ns/request | light false denials, window 1 | later windows                |"
     );
-    println!(
+    say!(
         "|-----------------------------|---------:|-----------:|------------------------------:|-----------------------------:|"
     );
     // A plain sketch given the hybrid's memory: its columns plus one per exact entry (16 B each).
@@ -380,7 +445,7 @@ fn heavy_keys(quota: Quota) {
         ("SketchLimiter (same memory)", &w),
         ("HybridSketchLimiter", &h),
     ] {
-        println!(
+        say!(
             "| {name:<27} | {:>8} | {:>10.1} | {:>6} of {light} ({:.3} %) | {:>6} of {} ({:.3} %) |",
             format!("{} KiB", r.bytes / 1024),
             r.ns,
@@ -398,8 +463,8 @@ fn heavy_keys(quota: Quota) {
             a as f64 / b as f64
         }
     };
-    println!();
-    println!(
+    say!();
+    say!(
         "light false denials, sketch of the same memory / hybrid: window 1 {:.1}×, later windows {:.1}×; \
          ns/request, hybrid / sketch of the same memory: {:.2}×",
         ratio(w.first, h.first),
