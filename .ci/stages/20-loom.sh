@@ -2,13 +2,20 @@
 # The loom model checks (loom-tests/): every lock-free path of the four limiters, their mutex
 # twins through the same models, and every planted mutant caught. Release build with debug
 # assertions on; preemption bound 3 unless LOOM_MAX_PREEMPTIONS is set; a target dir of its
-# own so the `--cfg tollgate_loom` build does not evict the normal build cache.
+# own so the `--cfg tollgate_loom` build does not evict the normal build cache. Clippy first,
+# under the same cfg.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR_LOOM:-target/loom}"
 export CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true
 export RUSTFLAGS="--cfg tollgate_loom"
+
+start=$SECONDS
+# The code only this cfg compiles (the sync facade's loom side, the planted copies, the
+# models) held to the workspace's lint bar too; check-mode artifacts in a dir of their own.
+CARGO_TARGET_DIR="$CARGO_TARGET_DIR-clippy" cargo clippy -p tollgate -p loom-tests --all-targets -- -D warnings
+echo "loom: clippy in $((SECONDS - start)) s"
 
 start=$SECONDS
 cargo build --release -p loom-tests --tests

@@ -64,10 +64,10 @@ impl Split {
 impl Clock for Split {
     fn now_nanos(&self) -> u64 {
         // A std mutex: only this model's bookkeeping, held for no loom operation.
-        if let Some((id, at)) = *self.frozen.lock().expect("unpoisoned") {
-            if thread::current().id() == id {
-                return at;
-            }
+        if let Some((id, at)) = *self.frozen.lock().expect("unpoisoned")
+            && thread::current().id() == id
+        {
+            return at;
         }
         self.shared.now_nanos()
     }
