@@ -157,12 +157,12 @@ pub mod __loom {
     #[cfg(feature = "std")]
     pub use crate::keyed::loom::{StatePlant, StateSlotModel, WordPlant, WordSlotModel};
 
-    /// The `Limits` group, sound or with a planted bug (in a rollback, or the sliding head's
-    /// load).
+    /// The `Limits` group, sound or with a planted bug (in a rollback, a refund, or the sliding
+    /// head's load).
     #[cfg(feature = "std")]
     pub use crate::group::loom_model::{
-        planted_any_slot_rollback, planted_relaxed_sliding_head, planted_store_rollback,
-        planted_whole_charge_rollback, GroupModel,
+        planted_any_slot_rollback, planted_relaxed_sliding_head, planted_stale_refund,
+        planted_store_rollback, planted_whole_charge_rollback, GroupModel,
     };
     /// One key of a live keyed token bucket map, sound and planted.
     #[cfg(feature = "std")]

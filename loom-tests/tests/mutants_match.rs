@@ -441,9 +441,14 @@ fn group_mutants_are_the_real_check_and_rollbacks_with_their_planted_lines() {
     for f in ["fn try_acquire_explained(", "fn peek_at(", "fn roll_back("] {
         assert_planted_only(&format!("Limits {f}"), real(f), copy(f));
     }
+    assert_planted_only(
+        "Limits fn refund(",
+        function(GROUP, "impl<C: Clock> Limiter for Limits<C>", "fn refund("),
+        copy("fn refund("),
+    );
     // The peek plants nothing of its own: it runs the planted `peek_at`.
     assert_eq!(real("fn peek_explained("), copy("fn peek_explained("));
-    for f in ["fn load(", "fn roll_back<"] {
+    for f in ["fn load(", "fn refund(", "fn roll_back<"] {
         assert_planted_only(
             &format!("Member {f}"),
             function(MEMBER, "impl Member {", f),

@@ -13,8 +13,9 @@
 //!
 //! Each model runs the real limiter and its mutex twin, and must catch the planted refund
 //! that keeps the old stale check (`loom_tests::mutants::refund`). The same models run a
-//! `Limits` group of one member and the live limiter of each algorithm, which refund through
-//! the same helpers the planted copies break.
+//! `Limits` group of one member, and catch its refund made with those old helpers (a checked
+//! copy, `src/group/planted.rs`), and the live limiter of each algorithm, which refunds
+//! through the same helpers the planted copies break.
 #![cfg(tollgate_loom)]
 
 use std::time::Duration;
@@ -27,7 +28,7 @@ use loom_tests::{drain, expect_caught, model};
 use tollgate::__loom::fixed_window::Fixed;
 use tollgate::__loom::sliding_window::Geometry;
 use tollgate::__loom::token_bucket::Gcra;
-use tollgate::__loom::{Algo, RateLimiter};
+use tollgate::__loom::{planted_stale_refund, Algo, GroupModel, RateLimiter};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
     Clock, FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, ManualClock, Member,
@@ -199,6 +200,21 @@ fn group_sliding(c: Split) -> Limits<Split> {
 fn group_bucket(c: Split) -> Limits<Split> {
     emptied(group_of(Member::token_bucket(two()), c))
 }
+fn stale_group_of(member: Member, c: Split) -> GroupModel<Split> {
+    planted_stale_refund(c, [std::sync::Arc::new(member)])
+}
+fn stale_group_fixed(c: Split) -> GroupModel<Split> {
+    stale_group_of(Member::fixed_window(two()), c)
+}
+fn stale_group_sliding(c: Split) -> GroupModel<Split> {
+    stale_group_of(
+        Member::try_sliding_window_with_slots(two(), 2).expect("valid"),
+        c,
+    )
+}
+fn stale_group_bucket(c: Split) -> GroupModel<Split> {
+    emptied(stale_group_of(Member::token_bucket(two()), c))
+}
 fn live_fixed(c: Split) -> LiveFixedWindow<Split> {
     LiveFixedWindow::with_clock(two(), c)
 }
@@ -231,6 +247,21 @@ fn group_and_live_refunds_racing_a_rollover() {
         sliding(group_sliding),
     );
     model("refund/Limits token bucket member", bucket(group_bucket));
+    expect_caught(
+        "refund/Limits fixed window member refunding into a later window",
+        OVER,
+        fixed(stale_group_fixed),
+    );
+    expect_caught(
+        "refund/Limits sliding window member refunding into a later slot",
+        OVER,
+        sliding(stale_group_sliding),
+    );
+    expect_caught(
+        "refund/Limits token bucket member refunding on a reading behind the word's",
+        OVER,
+        bucket(stale_group_bucket),
+    );
     model("refund/LiveFixedWindow", fixed(live_fixed));
     model("refund/LiveSlidingWindow", sliding(live_sliding));
     // Not the live token bucket: its refund is the token bucket's `refunded` on its 16-byte

@@ -5,37 +5,34 @@ use std::sync::Arc;
 
 use super::planted::{Mutant, Plant};
 use super::{Limits, Member};
-use crate::clock::ManualClock;
+use crate::clock::{Clock, ManualClock};
 use crate::decision::Decision;
 use crate::limiter::Limiter;
 
-/// A group of limits on a manual clock, sound or with one planted defect.
+/// A group of limits (on a manual clock unless a model needs its own), sound or with one
+/// planted defect.
 #[derive(Debug)]
-pub enum GroupModel {
+pub enum GroupModel<C = ManualClock> {
     /// The real group.
-    Sound(Limits<ManualClock>),
+    Sound(Limits<C>),
     /// The group through the planted copy of its check.
     #[doc(hidden)]
-    Planted(PlantedGroup),
+    Planted(PlantedGroup<C>),
 }
 
 /// A group run through a planted copy of its check.
 #[derive(Debug)]
-pub struct PlantedGroup(Mutant<ManualClock>);
+pub struct PlantedGroup<C = ManualClock>(Mutant<C>);
 
-impl GroupModel {
+impl<C: Clock> GroupModel<C> {
     /// The real group of `members`.
-    pub fn sound(clock: ManualClock, members: impl IntoIterator<Item = Arc<Member>>) -> Self {
+    pub fn sound(clock: C, members: impl IntoIterator<Item = Arc<Member>>) -> Self {
         GroupModel::Sound(
             Limits::try_new(clock, members).expect("a model's group has 1 to 8 members"),
         )
     }
 
-    fn planted(
-        clock: ManualClock,
-        members: impl IntoIterator<Item = Arc<Member>>,
-        plant: Plant,
-    ) -> Self {
+    fn planted(clock: C, members: impl IntoIterator<Item = Arc<Member>>, plant: Plant) -> Self {
         let limits = Limits::try_new(clock, members).expect("a model's group has 1 to 8 members");
         GroupModel::Planted(PlantedGroup(Mutant { limits, plant }))
     }
@@ -57,7 +54,7 @@ impl GroupModel {
     }
 }
 
-impl Limiter for GroupModel {
+impl<C: Clock> Limiter for GroupModel<C> {
     fn try_acquire_n(&self, n: u64) -> Decision {
         self.try_acquire_explained(n).0
     }
@@ -72,7 +69,7 @@ impl Limiter for GroupModel {
     fn refund(&self, n: u64) -> u64 {
         match self {
             GroupModel::Sound(g) => g.refund(n),
-            GroupModel::Planted(g) => g.0.limits.refund(n),
+            GroupModel::Planted(g) => g.0.refund(n),
         }
     }
 }
@@ -113,4 +110,16 @@ pub fn planted_relaxed_sliding_head(
     members: impl IntoIterator<Item = Arc<Member>>,
 ) -> GroupModel {
     GroupModel::planted(clock, members, Plant::RelaxedSlidingHead)
+}
+
+/// A group whose members refund through the refund helpers as they were before their stale
+/// checks: a window or sliding member gives back units of a window (slot) later than the
+/// refund's reading, a bucket moves a `tat` more than the capacity past it (units the racing
+/// requests of the later window were admitted on are handed out again). On any clock: the
+/// refund models freeze the refund's own reading.
+pub fn planted_stale_refund<C: Clock>(
+    clock: C,
+    members: impl IntoIterator<Item = Arc<Member>>,
+) -> GroupModel<C> {
+    GroupModel::planted(clock, members, Plant::StaleRefund)
 }

@@ -10,7 +10,7 @@ use core::ops::Deref;
 
 use super::member::{Member, Rule};
 use super::{tighter, tightest, Limits, Peeked, MAX_MEMBERS};
-use crate::algo::count_mask;
+use crate::algo::{count_mask, fixed_window, planted, token_bucket};
 use crate::clock::{Clock, Since};
 use crate::decision::Decision;
 use crate::quota::HORIZON;
@@ -29,6 +29,10 @@ pub(crate) enum Plant {
     /// rollback's clock is before the charge's `tat` (the tokens of the charge that had
     /// already refilled are handed out twice).
     WholeChargeBeforeTat,
+    /// A refund runs the refund helpers as they were before their stale checks: a window or
+    /// sliding member gives back from a window (slot) later than its reading's, a bucket
+    /// moves a `tat` more than the capacity past its reading.
+    StaleRefund,
 }
 
 /// A real group run through the copied check.
@@ -166,6 +170,17 @@ impl<C: Clock> Mutant<C> {
         (worst, by)
     }
 
+    /// `Limits::refund` (the `Limiter` method) with the plant.
+    pub(crate) fn refund(&self, n: u64) -> u64 {
+        let now = self.clock.now_nanos();
+        self.members
+            .iter()
+            .zip(&self.origins)
+            .map(|(m, o)| self.member(m).refund(o.since(now), n)) // PLANTED: the copied refund
+            .min()
+            .unwrap_or(0)
+    }
+
     /// `Limits::roll_back` with the plant.
     #[cold]
     fn roll_back(&self, replaced: &[u64], wrote: &[u64], writes: u32, n: u64) {
@@ -198,6 +213,46 @@ impl MemberMutant<'_> {
             // Relaxed: a stale word only makes the charge's compare-exchange fail, or denies on
             // a state the member really had.
             _ => self.word.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `Member::refund` with the plant.
+    fn refund(&self, now_ns: u64, n: u64) -> u64 {
+        // Relaxed: a stale word only makes the compare-exchange below fail.
+        let mut cur = self.word.load(Ordering::Relaxed);
+        loop {
+            let (given, new) = match &self.rule {
+                // PLANTED: the refund helpers as they were before their stale checks
+                Rule::Bucket(p) if self.plant == Plant::StaleRefund => {
+                    let now = now_ns.min(HORIZON) * u64::from(p.scale);
+                    planted::token_bucket::refunded(p, cur, now, n)
+                }
+                Rule::Window(p) if self.plant == Plant::StaleRefund => {
+                    planted::fixed_window::refunded(p, cur, now_ns, n)
+                }
+                Rule::Sliding(g) if self.plant == Plant::StaleRefund => {
+                    planted::fixed_window::refunded(&g.p, cur, now_ns, n)
+                }
+                Rule::Bucket(p) => {
+                    let now = now_ns.min(HORIZON) * u64::from(p.scale);
+                    token_bucket::refunded(p, cur, now, n)
+                }
+                Rule::Window(p) => fixed_window::refunded(p, cur, now_ns, n),
+                // As the sliding window's refund: the head slot's count, while now is in it.
+                Rule::Sliding(g) => fixed_window::refunded(&g.p, cur, now_ns, n),
+            };
+            let Some(new) = new else {
+                return given;
+            };
+            // Release: as a rollback (see `Member::roll_back`). Relaxed load and failure: a
+            // stale word only makes this compare-exchange fail.
+            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return given,
+                Err(actual) => cur = actual,
+            }
         }
     }
 
