@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use shadow::{
+    admitted_by_racing_threads, ask, check_against_shadow, cost, exact_map, shadows, step, Admitted,
+};
 use tollgate::{Clock, FixedWindow, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_test_support::{BuildShifted, TwoWindow};
 
@@ -158,21 +160,9 @@ fn racing_threads_on_one_column_never_pass_a_key_over_its_limit() {
             SketchSize::columns(1).unwrap(),
             clock.clone(),
         );
-        let per_key: Vec<u64> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut got = [0u64; 6];
-                        for i in 0..600 {
-                            let key = i % 6;
-                            got[key as usize] += u64::from(sketch.try_acquire(&key).is_allowed());
-                        }
-                        got
-                    })
-                })
-                .collect();
-            let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
+        let per_key = admitted_by_racing_threads(|_, i| {
+            let key = i % 6;
+            (key, u64::from(sketch.try_acquire(&key).is_allowed()))
         });
         assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
         assert!(per_key.iter().sum::<u64>() > 0);

@@ -10,7 +10,9 @@ mod shadow;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{ask, check_against_shadow, cost, exact_map, shadows, step, Admitted};
+use shadow::{
+    admitted_by_racing_threads, ask, check_against_shadow, cost, exact_map, shadows, step, Admitted,
+};
 use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_test_support::BuildShifted;
 
@@ -180,25 +182,16 @@ fn racing_threads_keep_every_key_within_its_limit() {
             clock.clone(),
         )
         .promote_at(1 + round as u64);
-        let per_key: Vec<u64> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|t| {
-                    let l = &l;
-                    s.spawn(move || {
-                        let mut got = [0u64; 6];
-                        for i in 0..600u64 {
-                            let key = (i + t) % 6;
-                            let n = 1 + (i % 3);
-                            if l.try_acquire_n(&key, n).is_allowed() {
-                                got[key as usize] += n;
-                            }
-                        }
-                        got
-                    })
-                })
-                .collect();
-            let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-            (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
+        let per_key = admitted_by_racing_threads(|t, i| {
+            let (key, n) = ((i + t) % 6, 1 + (i % 3));
+            (
+                key,
+                if l.try_acquire_n(&key, n).is_allowed() {
+                    n
+                } else {
+                    0
+                },
+            )
         });
         assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
         assert!(per_key.iter().sum::<u64>() > 0);

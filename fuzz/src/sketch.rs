@@ -165,6 +165,36 @@ impl Tally {
     }
 }
 
+impl SketchOp {
+    /// What this op asks: the key, the units and whether it peeks first; `None` for a clock
+    /// step, made here on `clock` (`len` the window's length). A step back is made only where
+    /// `stepped_back` is given, and then recorded there; without it, it is skipped.
+    pub(crate) fn request(
+        self,
+        clock: &ManualClock,
+        len: u64,
+        stepped_back: Option<&mut bool>,
+    ) -> Option<(u8, u64, bool)> {
+        match self {
+            SketchOp::Advance(s) => {
+                let t = clock.now_nanos().saturating_add(s.nanos(len));
+                clock.set(Duration::from_nanos(t));
+                None
+            }
+            SketchOp::StepBack(s) => {
+                if let Some(stepped_back) = stepped_back {
+                    let t = clock.now_nanos().saturating_sub(s.nanos(len));
+                    *stepped_back |= t < clock.now_nanos();
+                    clock.set(Duration::from_nanos(t));
+                }
+                None
+            }
+            SketchOp::Acquire { key, cost } => Some((key % KEYS, cost.units(), false)),
+            SketchOp::Peek { key, cost } => Some((key % KEYS, cost.units(), true)),
+        }
+    }
+}
+
 /// Runs one input.
 pub fn run(data: &[u8]) {
     let Some((spec, ops)) = decode(data) else {
@@ -203,20 +233,8 @@ pub fn run(data: &[u8]) {
     // sketch and not the map: from then on only the key's own limit (the shadow) is checked.
     let mut stepped_back = false;
     for (i, op) in ops.iter().enumerate() {
-        let (key, n, peek) = match *op {
-            SketchOp::Advance(s) => {
-                let t = clock.now_nanos().saturating_add(s.nanos(len));
-                clock.set(Duration::from_nanos(t));
-                continue;
-            }
-            SketchOp::StepBack(s) => {
-                let t = clock.now_nanos().saturating_sub(s.nanos(len));
-                stepped_back |= t < clock.now_nanos();
-                clock.set(Duration::from_nanos(t));
-                continue;
-            }
-            SketchOp::Acquire { key, cost } => (key % KEYS, cost.units(), false),
-            SketchOp::Peek { key, cost } => (key % KEYS, cost.units(), true),
+        let Some((key, n, peek)) = op.request(&clock, len, Some(&mut stepped_back)) else {
+            continue;
         };
         let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
         let d = acquire_after_peek(

@@ -13,12 +13,10 @@
 //! The clock only moves forward (a [`SketchOp::StepBack`] is skipped): the hybrid's guarantee
 //! is stated for clocks that do not step back past their `max_skew_nanos`.
 
-use std::time::Duration;
-
 use arbitrary::{Arbitrary, Unstructured};
 use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchSize};
 
-use crate::sketch::{acquire_after_peek, check_shadow, references, SketchOp, Tally, KEYS};
+use crate::sketch::{acquire_after_peek, check_shadow, references, SketchOp, Tally};
 use crate::QuotaSpec;
 
 /// The settings of one scenario.
@@ -64,15 +62,9 @@ pub fn run(data: &[u8]) {
     let (exact, shadows) = references(quota, &clock);
     let mut tally = Tally::default();
     for (i, op) in ops.iter().enumerate() {
-        let (key, n, peek) = match *op {
-            SketchOp::Advance(s) => {
-                let t = clock.now_nanos().saturating_add(s.nanos(len));
-                clock.set(Duration::from_nanos(t));
-                continue;
-            }
-            SketchOp::StepBack(_) => continue,
-            SketchOp::Acquire { key, cost } => (key % KEYS, cost.units(), false),
-            SketchOp::Peek { key, cost } => (key % KEYS, cost.units(), true),
+        // No step back (see the module's docs).
+        let Some((key, n, peek)) = op.request(&clock, len, None) else {
+            continue;
         };
         let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
         let d = acquire_after_peek(

@@ -1,5 +1,5 @@
-//! What the sketch tests share: the random clock step and cost, and the check of one decision against
-//! the key's exact limiter fed only what the sketch admitted.
+//! What the sketch tests share: the random clock step and cost, the check of one decision against
+//! the key's exact limiter fed only what the sketch admitted, and racing threads' tally.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -112,4 +112,26 @@ pub fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: 
             );
         }
     }
+}
+
+/// Units admitted per key (`0..6`) when 4 threads race 600 requests each through `ask`, which
+/// makes request `i` of thread `t` and says for which key it asked and how many units passed.
+pub fn admitted_by_racing_threads(ask: impl Fn(u64, u64) -> (u64, u64) + Sync) -> Vec<u64> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let ask = &ask;
+                s.spawn(move || {
+                    let mut got = [0u64; 6];
+                    for i in 0..600u64 {
+                        let (key, admitted) = ask(t, i);
+                        got[key as usize] += admitted;
+                    }
+                    got
+                })
+            })
+            .collect();
+        let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
+    })
 }
