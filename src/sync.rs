@@ -62,6 +62,26 @@ mod loom_u128 {
         VALUES.lock().unwrap_or_else(|e| e.into_inner())[i as usize]
     }
 
+    /// A compare-exchange of the loom word's (`$name`, strong or weak) on the values' numbers.
+    macro_rules! exchange {
+        ($(#[$attr:meta])* $name:ident) => {
+            $(#[$attr])*
+            pub(crate) fn $name(
+                &self,
+                current: u128,
+                new: u128,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<u128, u128> {
+                // The caller's orderings, on the numbers.
+                self.0
+                    .$name(number(current), number(new), success, failure)
+                    .map(value)
+                    .map_err(value)
+            }
+        };
+    }
+
     impl AtomicU128 {
         pub(crate) fn new(v: u128) -> Self {
             AtomicU128(AtomicU64::new(number(v)))
@@ -72,20 +92,10 @@ mod loom_u128 {
             value(self.0.load(order))
         }
 
-        #[cfg_attr(not(feature = "std"), allow(dead_code))]
-        pub(crate) fn compare_exchange(
-            &self,
-            current: u128,
-            new: u128,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u128, u128> {
-            // The caller's orderings, on the numbers.
-            self.0
-                .compare_exchange(number(current), number(new), success, failure)
-                .map(value)
-                .map_err(value)
-        }
+        exchange!(
+            #[cfg_attr(not(feature = "std"), allow(dead_code))]
+            compare_exchange
+        );
 
         /// `fetch_or` as a compare-exchange loop on the numbers: the successful exchange is
         /// the read-modify-write, with the caller's ordering.
@@ -107,19 +117,7 @@ mod loom_u128 {
             }
         }
 
-        pub(crate) fn compare_exchange_weak(
-            &self,
-            current: u128,
-            new: u128,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<u128, u128> {
-            // The caller's orderings, on the numbers.
-            self.0
-                .compare_exchange_weak(number(current), number(new), success, failure)
-                .map(value)
-                .map_err(value)
-        }
+        exchange!(compare_exchange_weak);
     }
 }
 #[cfg(not(tollgate_loom))]

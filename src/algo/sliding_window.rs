@@ -355,33 +355,32 @@ pub trait HeadAtomic {
     ) -> Result<Self::Word, Self::Word>;
 }
 
-impl HeadAtomic for AtomicU64 {
-    type Word = u64;
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> u64 {
-        // The caller's ordering (see `HeadCell::update`'s callers).
-        AtomicU64::load(self, order)
-    }
-    #[inline(always)]
-    fn cas_weak(&self, c: u64, n: u64, s: Ordering, f: Ordering) -> Result<u64, u64> {
-        // The caller's orderings (see `HeadCell::update`'s callers).
-        self.compare_exchange_weak(c, n, s, f)
-    }
+/// `HeadAtomic` for an atomic of the word's own width: its load and weak compare-exchange.
+macro_rules! head_atomic {
+    ($atomic:ty, $word:ty) => {
+        impl HeadAtomic for $atomic {
+            type Word = $word;
+            #[inline(always)]
+            fn load(&self, order: Ordering) -> $word {
+                // The caller's ordering (see `HeadCell::update`'s callers).
+                <$atomic>::load(self, order)
+            }
+            #[inline(always)]
+            fn cas_weak(
+                &self,
+                c: $word,
+                n: $word,
+                s: Ordering,
+                f: Ordering,
+            ) -> Result<$word, $word> {
+                // The caller's orderings (see `HeadCell::update`'s callers).
+                self.compare_exchange_weak(c, n, s, f)
+            }
+        }
+    };
 }
-
-impl HeadAtomic for AtomicU128 {
-    type Word = u128;
-    #[inline(always)]
-    fn load(&self, order: Ordering) -> u128 {
-        // The caller's ordering (see `HeadCell::update`'s callers).
-        AtomicU128::load(self, order)
-    }
-    #[inline(always)]
-    fn cas_weak(&self, c: u128, n: u128, s: Ordering, f: Ordering) -> Result<u128, u128> {
-        // The caller's orderings (see `HeadCell::update`'s callers).
-        self.compare_exchange_weak(c, n, s, f)
-    }
-}
+head_atomic!(AtomicU64, u64);
+head_atomic!(AtomicU128, u128);
 
 /// The head word, narrow or wide (see the module's layout).
 #[derive(Debug)]

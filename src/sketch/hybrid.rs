@@ -452,21 +452,7 @@ where
             } else {
                 // An entry of an older window: the key's units in `w` so far are in the
                 // sketch only. Claim it pending for `w` and charge it with the estimate.
-                let claim = self.layout.pack(Entry {
-                    tag: h,
-                    pending: true,
-                    count: 0,
-                    window: w,
-                });
-                // Acquire: the read of the sketch in `charge_estimate` sees every sketch
-                // admission whose read-modify-write of the slot came before (see the
-                // module's promotion race).
-                if slot
-                    .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.charge_estimate(slot, h, w, t, cell, lanes);
-                }
+                self.claim(slot, word, h, w, t, (cell, lanes));
                 found = self.find(slot, h);
             }
         }
@@ -563,18 +549,27 @@ where
                 return;
             }
         }
+        self.claim(slot, word, h, w, t, (cell, lanes));
+    }
+
+    /// Claims `slot`, read as `word`, pending for `h` in window `w`, and charges the claim with
+    /// the sketch's estimate of `h` at `t` (its column and lanes `at`); nothing if another
+    /// request changed the slot first.
+    #[cold]
+    fn claim(&self, slot: &AtomicU128, word: u128, h: u64, w: u64, t: u64, at: (&Cell, KeyLanes)) {
         let claim = self.layout.pack(Entry {
             tag: h,
             pending: true,
             count: 0,
             window: w,
         });
-        // Acquire: as the re-promotion's claim in `try_acquire_n`.
+        // Acquire: the read of the sketch in `charge_estimate` sees every sketch admission
+        // whose read-modify-write of the slot came before (see the module's promotion race).
         if slot
             .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
         {
-            self.charge_estimate(slot, h, w, t, cell, lanes);
+            self.charge_estimate(slot, h, w, t, at.0, at.1);
         }
     }
 

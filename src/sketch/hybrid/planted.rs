@@ -11,7 +11,7 @@ use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
 use core::ops::Deref;
 
-use super::{Entry, Found, HybridSketchLimiter};
+use super::{Found, HybridSketchLimiter};
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::sync::Ordering;
@@ -56,21 +56,7 @@ where
             } else {
                 // An entry of an older window: the key's units in `w` so far are in the
                 // sketch only. Claim it pending for `w` and charge it with the estimate.
-                let claim = self.layout.pack(Entry {
-                    tag: h,
-                    pending: true,
-                    count: 0,
-                    window: w,
-                });
-                // Acquire: the read of the sketch in `charge_estimate` sees every sketch
-                // admission whose read-modify-write of the slot came before (see the
-                // module's promotion race).
-                if slot
-                    .compare_exchange(word, claim, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.charge_estimate(slot, h, w, t, cell, lanes);
-                }
+                self.claim(slot, word, h, w, t, (cell, lanes));
                 found = self.find(slot, h);
             }
         }
