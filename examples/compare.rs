@@ -332,7 +332,9 @@ fn main() {
 
     if std::env::args().any(|a| a == "--write-readme") {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-        match write_readme(path, &readme_table(&allowed, &denied, &reads)) {
+        let command = "cargo run --release --example compare -- --write-readme";
+        let table = readme_table(&allowed, &denied, &reads);
+        match tollgate_test_support::marked::replace(path, "compare", command, &table) {
             Ok(()) => println!("wrote the performance table of {path}"),
             Err(e) => {
                 eprintln!("could not write {path}: {e}");
@@ -384,15 +386,4 @@ fn readme_table(allowed: &Results, denied: &Results, reads: &Results) -> String 
         );
     }
     out
-}
-
-/// Replaces what lies between the README's `compare:begin` and `compare:end` markers.
-fn write_readme(path: &str, table: &str) -> std::io::Result<()> {
-    const BEGIN: &str = "<!-- compare:begin (written by `cargo run --release --example compare -- --write-readme`) -->\n";
-    const END: &str = "<!-- compare:end -->";
-    let text = std::fs::read_to_string(path)?;
-    let missing = || std::io::Error::other("no compare:begin / compare:end markers");
-    let start = text.find(BEGIN).ok_or_else(missing)? + BEGIN.len();
-    let end = start + text[start..].find(END).ok_or_else(missing)?;
-    std::fs::write(path, format!("{}{table}\n{}", &text[..start], &text[end..]))
 }

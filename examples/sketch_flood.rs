@@ -171,20 +171,6 @@ macro_rules! say {
     }};
 }
 
-/// Replaces what lies between docs/keyed.md's `sketch_flood:begin` and `sketch_flood:end`
-/// markers with `body`.
-fn write_docs(body: &str) -> std::io::Result<()> {
-    const BEGIN: &str = "<!-- sketch_flood:begin (written by `cargo run --release --example sketch_flood -- --write-docs`) -->\n";
-    const END: &str = "<!-- sketch_flood:end -->";
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keyed.md");
-    let doc = std::fs::read_to_string(path)?;
-    let missing = || std::io::Error::other("no sketch_flood:begin / sketch_flood:end markers");
-    let start = doc.find(BEGIN).ok_or_else(missing)? + BEGIN.len();
-    let end = start + doc[start..].find(END).ok_or_else(missing)?;
-    let text = format!("{}{}\n{}", &doc[..start], body.trim_end(), &doc[end..]);
-    std::fs::write(path, text)
-}
-
 fn mib(bytes: isize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
@@ -312,7 +298,9 @@ fn main() {
     heavy_keys(quota);
     if std::env::args().any(|a| a == "--write-docs") {
         let out = OUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match write_docs(&out) {
+        let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keyed.md");
+        let command = "cargo run --release --example sketch_flood -- --write-docs";
+        match tollgate_test_support::marked::replace(docs, "sketch_flood", command, &out) {
             Ok(()) => println!("\nwrote docs/keyed.md"),
             Err(e) => {
                 eprintln!("docs/keyed.md not written: {e}");

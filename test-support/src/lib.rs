@@ -1,11 +1,13 @@
 //! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
-//! from a seed), and a recorder of `tracing` events. Dev-only (`publish = false`).
+//! from a seed), a recorder of `tracing` events, and the writer of the docs' generated
+//! sections. Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
 
 pub mod cpu;
 pub mod events;
+pub mod marked;
 mod two_window;
 
 pub use two_window::TwoWindow;

@@ -163,20 +163,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{line}");
     if std::env::args().any(|a| a == "--write-readme") {
         let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-        write_readme(readme, &format!("{table}\n`{line}`\n"))?;
+        let command =
+            "cargo run --release -p tollgate-redis --example server_cost -- --write-readme";
+        let section = format!("{table}\n`{line}`\n");
+        tollgate_test_support::marked::replace(readme, "server_cost", command, &section)?;
         println!("wrote {readme}");
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-/// Replaces what lies between the README's `server_cost:begin` and `server_cost:end` markers.
-fn write_readme(path: &str, table: &str) -> std::io::Result<()> {
-    const BEGIN: &str = "<!-- server_cost:begin (written by `cargo run --release -p tollgate-redis --example server_cost -- --write-readme`) -->\n";
-    const END: &str = "<!-- server_cost:end -->";
-    let text = std::fs::read_to_string(path)?;
-    let missing = || std::io::Error::other("no server_cost:begin / server_cost:end markers");
-    let start = text.find(BEGIN).ok_or_else(missing)? + BEGIN.len();
-    let end = start + text[start..].find(END).ok_or_else(missing)?;
-    std::fs::write(path, format!("{}{table}{}", &text[..start], &text[end..]))
 }
