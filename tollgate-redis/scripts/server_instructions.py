@@ -11,7 +11,14 @@ reply), drives CALLS calls of each script over KEYS keys with the arguments the 
 prints instructions per call and the ratio to the INCR script. Needs valgrind, redis-server
 and redis-cli.
 
+With --pieces it measures instead what each piece of a script costs, one small script per
+piece with the fixed window's argument: the Lua call alone, unpacking the argument, reading
+the server's clock, a GET, a SET (KEEPTTL, PX), a reply string, and a script that reads the
+clock and the state and writes the state back with nothing else; --write-readme then writes
+that table into tollgate-redis/README.md (between its server_pieces markers).
+
     python3 tollgate-redis/scripts/server_instructions.py
+    python3 tollgate-redis/scripts/server_instructions.py --pieces --write-readme
 """
 import glob
 import os
@@ -97,7 +104,61 @@ def measure(body, args, out_dir):
     return int(total.replace(",", "")) / n
 
 
+# Each piece as a script of its own, the cost over the empty script being the piece's.
+PIECES = [
+    ("the Lua call, nothing done", "return 1"),
+    ("unpacking the binary argument (six doubles)",
+     "local n, now, a, b, c, l = struct.unpack('<dddddd', ARGV[1]) return 1"),
+    ("TIME, converted to one number",
+     "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] return 1"),
+    ("a GET (of an absent key)", "local s = redis.call('GET', KEYS[1]) return 1"),
+    ("a SET with KEEPTTL", "redis.call('SET', KEYS[1], 'x', 'KEEPTTL') return 1"),
+    ("a SET with a relative expiry (PX)", "redis.call('SET', KEYS[1], 'x', 'PX', '60000') return 1"),
+    ("a two-number reply string", "return string.format('%d %d', 12345, 678901)"),
+    ("a five-number reply string",
+     "return string.format('%d %d %d %d %d', 0, 12345, 678901, 678901, 0)"),
+    ("an integer reply", "return 12345"),
+    ("TIME + GET + SET KEEPTTL, no decision",
+     "local t = redis.call('TIME') local now = t[1] * 1000000 + t[2] "
+     "local s = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], 'x', 'KEEPTTL') return 1"),
+]
+README = os.path.join(HERE, "..", "README.md")
+COMMAND = "python3 tollgate-redis/scripts/server_instructions.py --pieces --write-readme"
+
+
+def write_between(path, name, command, body):
+    """Replaces what lies between the `name` markers of `path` with `body`."""
+    begin = f"<!-- {name}:begin (written by `{command}`) -->\n"
+    end = f"<!-- {name}:end -->"
+    text = open(path).read()
+    start = text.index(begin) + len(begin)
+    stop = text.index(end, start)
+    open(path, "w").write(text[:start] + body.rstrip() + "\n" + text[stop:])
+
+
+def pieces(write):
+    with tempfile.TemporaryDirectory() as tmp:
+        base = measure(INCR, ["60000", "1000000000"], tmp)
+        rows = [("the INCR script", base)]
+        for name, body in PIECES:
+            rows.append((name, measure(body, ARGS["fixed_window"], tmp)))
+    empty = rows[1][1]
+    lines = ["| script | instructions per call | over the empty script | × the `INCR` script |",
+             "|---|---:|---:|---:|"]
+    for i, (name, per) in enumerate(rows):
+        over = "" if i < 2 else f"{per - empty:+,.0f}"
+        lines.append(f"| {name} | {per:,.0f} | {over} | {per / base:.2f} |")
+    table = "\n".join(lines)
+    print(table)
+    if write:
+        write_between(README, "server_pieces", COMMAND, table)
+        print(f"wrote {os.path.normpath(README)}")
+
+
 def main():
+    if "--pieces" in sys.argv[1:]:
+        pieces("--write-readme" in sys.argv[1:])
+        return
     prelude = open(os.path.join(SCRIPTS, "prelude.lua")).read()
     with tempfile.TemporaryDirectory() as tmp:
         base = measure(INCR, ["60000", "1000000000"], tmp)
