@@ -42,8 +42,8 @@ PLANTS = [
     (
         "fixed window: windows begin 1 ns early",
         "fixed_window",
-        "let current = now_ns / p.len;\n    // A later window starts from zero",
-        "let current = (now_ns + 1) / p.len;\n    // A later window starts from zero",
+        "if now_ns >= stored_end {\n        let current = now_ns / p.len;",
+        "if now_ns + 1 >= stored_end {\n        let current = (now_ns + 1) / p.len;",
     ),
     (
         "token bucket: an admission may fill one token past the capacity",
@@ -78,8 +78,8 @@ PLANTS = [
     (
         "sketch: a column's window begins 1 ns early",
         "sketch",
-        "let t = now_ns;\n    let current = t / p.len;",
-        "let t = now_ns;\n    let current = (t + 1) / p.len;",
+        "if t.wrapping_sub(stored * p.len) < p.len {\n        stored\n    } else {\n        t / p.len\n",
+        "if (t + 1).wrapping_sub(stored * p.len) < p.len {\n        stored\n    } else {\n        (t + 1) / p.len\n",
     ),
 ]
 

@@ -51,19 +51,10 @@ use crate::sync::{AtomicU64, Ordering};
 /// The pure decision: state word, now, cost → decision and the new word if it must be written.
 #[inline]
 pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
-    let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
     // Clamped once, for the window and the durations alike: past the horizon time stands
     // still, so a counted window never reads as over (and a swept key as fresh).
     let now_ns = now_ns.min(HORIZON);
-    let current = now_ns / p.len;
-    // A later window starts from zero; an earlier one (time went back) counts against the
-    // stored window.
-    let (window, count) = if current > stored {
-        (current, 0)
-    } else {
-        (stored, count)
-    };
-    let window_end = (window + 1) * p.len;
+    let (window, count, window_end) = counting(p, word, now_ns);
     let reset = |count: u64| {
         if count == 0 {
             0
@@ -85,6 +76,22 @@ pub fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
             Decision::denied(left, now_ns, window_end, reset(count)),
             None,
         )
+    }
+}
+
+/// The window a clamped `now_ns` counts in, its count and its end. A later window starts
+/// from zero; an earlier one (time went back) counts against the stored window. `now_ns /
+/// len > stored` exactly when `now_ns` is at or past the stored window's end: one
+/// multiplication, and a division only when the window moves on.
+#[inline(always)]
+fn counting(p: &WindowParams, word: u64, now_ns: u64) -> (u64, u64, u64) {
+    let (stored, count) = (word >> p.count_bits, word & count_mask(p.count_bits));
+    let stored_end = (stored + 1) * p.len;
+    if now_ns >= stored_end {
+        let current = now_ns / p.len;
+        (current, 0, (current + 1) * p.len)
+    } else {
+        (stored, count, stored_end)
     }
 }
 

@@ -149,9 +149,12 @@ pub fn decide_head(
     // Clamped once, for the slots and the durations alike: past the horizon time stands
     // still, so a counted slot never reads as expired (and a swept key as fresh).
     let now_ns = now_ns.min(HORIZON);
+    // The reading is in the head's slot or an earlier one: `now_ns / len <= epoch`, as one
+    // multiplication.
+    let in_head_slot = now_ns < (head.epoch + 1) * p.len;
     // The fast path: an admission in the head's slot (or a straggler's, whose reading is in
     // an earlier one) reads nothing but the head.
-    if now_ns / p.len <= head.epoch && n != 0 && n <= p.limit.saturating_sub(head.total) {
+    if in_head_slot && n != 0 && n <= p.limit.saturating_sub(head.total) {
         let remaining = p.limit - head.total - n;
         let reset = ((head.epoch + g.slots + 1) * p.len).saturating_sub(now_ns);
         let head = Head {
@@ -168,7 +171,7 @@ pub fn decide_head(
     // hold could leave first, but leaves too little while the head slot counts, so the
     // request passes when the head slot leaves the window (what the ring walk would find).
     let count = head.count();
-    if now_ns / p.len <= head.epoch && n != 0 && n <= p.limit && count + n > p.limit {
+    if in_head_slot && n != 0 && n <= p.limit && count + n > p.limit {
         let end = (head.epoch + g.slots + 1) * p.len;
         let remaining = p.limit.saturating_sub(head.total);
         let reset = end.saturating_sub(now_ns);

@@ -252,7 +252,12 @@ pub(crate) fn decide(
     // still, so a counted column never reads as empty.
     let now_ns = now_ns.min(HORIZON);
     let t = now_ns;
-    let current = t / p.len;
+    // The stored window when `t` is in it (one multiplication), else `t / len`.
+    let current = if t.wrapping_sub(stored * p.len) < p.len {
+        stored
+    } else {
+        t / p.len
+    };
     if current < stored {
         return (behind(p, hi, stored, now_ns, n, lanes), None);
     }

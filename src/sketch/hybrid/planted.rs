@@ -42,10 +42,10 @@ where
         let h = self.sketch.hasher.hash_one(key);
         let (cell, lanes) = self.sketch.at_hash(h);
         let t = self.now();
-        let w = t / self.len();
         let Some(slot) = self.slot(h) else {
             return cell.acquire(&self.sketch.params, t, n, lanes);
         };
+        let w = t / self.len();
         let mut found = self.find(slot, h);
         while let Found::Active(e, word) = found {
             if e.window >= w {
