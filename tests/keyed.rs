@@ -47,6 +47,29 @@ fn each_client_has_its_own_limiter() {
     }
 }
 
+/// A cost above the burst, up to `u64::MAX`, is refused as too large on a key new or charged,
+/// takes nothing, and never overflows; the key's limit stays whole.
+#[test]
+fn any_cost_above_the_burst_is_refused_and_takes_nothing() {
+    for algorithm in Algorithm::ALL {
+        let (limiter, clock) = keyed::<u64>(algorithm, Quota::per_second(4).unwrap());
+        clock.advance(Duration::from_secs(1));
+        for cost in [5, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            let d = limiter.try_acquire_n(&1, cost);
+            assert!(d.exceeds_capacity(), "{algorithm:?}, new key, cost {cost}");
+        }
+        assert!(limiter.try_acquire(&1).is_allowed(), "{algorithm:?}");
+        for cost in [5, u64::MAX - 1, u64::MAX] {
+            let d = limiter.try_acquire_n(&1, cost);
+            assert!(
+                d.exceeds_capacity(),
+                "{algorithm:?}, charged key, cost {cost}"
+            );
+        }
+        assert_eq!(passed(&limiter, &1, 10), 3, "{algorithm:?}");
+    }
+}
+
 #[test]
 fn each_plan_has_its_own_quota() {
     let free = Quota::per_second(5).unwrap();

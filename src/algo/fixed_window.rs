@@ -95,6 +95,20 @@ fn counting(p: &WindowParams, word: u64, now_ns: u64) -> (u64, u64, u64) {
     }
 }
 
+/// The new word alone, when [`decide`] would admit and write one (the keyed map's one-word
+/// commit loop runs it, and decides once the write has landed).
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn admit(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Option<u64> {
+    let (window, count, _) = counting(p, word, now_ns.min(HORIZON));
+    // `count + n` only once it fits: `n` may be any cost.
+    if n != 0 && n <= p.limit.saturating_sub(count) {
+        Some(window << p.count_bits | (count + n))
+    } else {
+        None
+    }
+}
+
 /// A refund of `n` on `word` at `now_ns`: the units given back and the new word. Only the
 /// count of the window `now_ns` reads goes down, and only while the word is still in that
 /// window: a word of an earlier window has nothing of the charge, and a word already in a

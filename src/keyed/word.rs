@@ -67,6 +67,13 @@ where
     fn admit(p: &Self::Params, word: u64, now_ns: u64, n: u64) -> Option<u64> {
         Self::decide(p, word, now_ns, n).1
     }
+
+    /// The decision of an admission that replaced `word` with `new_word`, the one `admit`
+    /// gave: what `decide` says on `word`.
+    #[inline]
+    fn admitted(p: &Self::Params, word: u64, _new_word: u64, now_ns: u64, n: u64) -> Decision {
+        Self::decide(p, word, now_ns, n).0
+    }
 }
 
 /// The token bucket (GCRA): the word is `tat`.
@@ -80,6 +87,14 @@ impl WordRule for Gcra {
     fn admit(p: &GcraParams, tat: u64, now_ns: u64, n: u64) -> Option<u64> {
         token_bucket::admit(p, tat, now_ns, n)
     }
+
+    /// Read off the new `tat` alone, as the bucket's own loop does.
+    #[inline]
+    fn admitted(p: &GcraParams, tat: u64, new_tat: u64, now_ns: u64, n: u64) -> Decision {
+        let d = token_bucket::allowed(p, token_bucket::ticks(p, now_ns), new_tat);
+        debug_assert_eq!(d, token_bucket::decide(p, tat, now_ns, n).0);
+        d
+    }
 }
 
 /// The fixed window: the word is `window << count_bits | count`.
@@ -87,6 +102,13 @@ impl WordRule for Fixed {
     #[inline]
     fn decide(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Step {
         fixed_window::decide(p, word, now_ns, n)
+    }
+
+    #[inline]
+    fn admit(p: &WindowParams, word: u64, now_ns: u64, n: u64) -> Option<u64> {
+        let new_word = fixed_window::admit(p, word, now_ns, n);
+        debug_assert_eq!(new_word, fixed_window::decide(p, word, now_ns, n).1);
+        new_word
     }
 }
 
@@ -171,7 +193,7 @@ impl<R: WordRule, P: PlanRef<R>> WordSlot<R, P> {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Attempt::Decided(R::decide(p, word, now_ns, n).0),
+                Ok(_) => return Attempt::Decided(R::admitted(p, word, new_word, now_ns, n)),
                 Err(current) => word = current,
             }
         }

@@ -67,7 +67,7 @@ impl<R: WordRule, P: PlanRef<R>> Mutant<'_, R, P> {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Attempt::Decided(R::decide(p, word, now_ns, n).0),
+                Ok(_) => return Attempt::Decided(R::admitted(p, word, new_word, now_ns, n)),
                 Err(current) => word = current,
             }
         }
