@@ -3,14 +3,23 @@
 benches/README.md: ns per request and Mops/s (criterion's median), ratios to governor and to
 the mutex twin, and the TokenBucket-against-governor summary.
 
-Usage: python3 benches/table.py [target/criterion]
+Usage: python3 benches/table.py [--write-readme] [target/criterion]
+
+With --write-readme the tables replace what stands between the `criterion` markers of
+benches/README.md instead of going to stdout.
 """
 
+import contextlib
+import io
 import json
 import os
 import sys
 
-ROOT = sys.argv[1] if len(sys.argv) > 1 else "target/criterion"
+ARGS = [a for a in sys.argv[1:] if a != "--write-readme"]
+WRITE = "--write-readme" in sys.argv[1:]
+ROOT = ARGS[0] if ARGS else "target/criterion"
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md")
+COMMAND = "cargo bench --bench compare && python3 benches/table.py --write-readme"
 ALGOS = ["TokenBucket", "FixedWindow", "SlidingWindow", "SlidingLog"]
 PEERS = ["governor", "rate-net", "ratelimit", "std-mutex-bucket"]
 
@@ -124,9 +133,25 @@ def headline():
 if __name__ == "__main__":
     if not R:
         sys.exit(f"no criterion results under {ROOT}: run `cargo bench --bench compare` first")
-    headline()
-    single("1-allowed", "One thread, every request allowed")
-    single("2-denied", "One thread, every request denied")
-    floor()
-    threads()
-    clock()
+    tables = io.StringIO()
+    with contextlib.redirect_stdout(tables):
+        headline()
+        single("1-allowed", "One thread, every request allowed")
+        single("2-denied", "One thread, every request denied")
+        floor()
+        threads()
+        clock()
+    if not WRITE:
+        print(tables.getvalue(), end="")
+        sys.exit(0)
+    begin = f"<!-- criterion:begin (written by `{COMMAND}`) -->\n"
+    end = "<!-- criterion:end -->"
+    with open(README) as f:
+        text = f.read()
+    if begin not in text or end not in text:
+        sys.exit(f"{README}: no criterion:begin / criterion:end markers")
+    start = text.index(begin) + len(begin)
+    stop = text.index(end, start)
+    with open(README, "w") as f:
+        f.write(text[:start] + tables.getvalue().strip() + "\n" + text[stop:])
+    print(f"wrote {README}")

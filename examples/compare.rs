@@ -23,14 +23,15 @@
 //! cargo run --release --example compare -- --write-readme
 //! ```
 //!
-//! With `--write-readme` it also writes the README's performance table from this run (between
-//! its `compare:begin` and `compare:end` markers), so the figures there are one run's.
+//! With `--write-readme` it also writes the README's performance table from this run, and
+//! the whole of what it printed into `benches/README.md` (each between its `compare:begin`
+//! and `compare:end` markers), so the figures there are one run's.
 //!
 //! For criterion's statistics on the same subjects, run `cargo bench --bench compare` (see
 //! `benches/README.md`).
 
 use std::hint::black_box;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[path = "../benches/peers/mod.rs"]
@@ -38,6 +39,42 @@ mod peers;
 use peers::{
     assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
 };
+
+/// Everything the run prints, kept for `--write-readme`.
+static OUTPUT: Mutex<String> = Mutex::new(String::new());
+
+/// `println!`, and the line kept in [`OUTPUT`].
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        println!("{line}");
+        let mut output = OUTPUT.lock().unwrap_or_else(|e| e.into_inner());
+        output.push_str(&line);
+        output.push('\n');
+    }};
+}
+
+/// The CPU and how many of them: `/proc/cpuinfo`'s model name and numbers, where there is one.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .and_then(|l| l.split_once(':'))
+            .map_or(String::from("?"), |(_, v)| v.trim().to_owned())
+    };
+    if info.is_empty() {
+        format!("{cpus} CPUs")
+    } else {
+        format!(
+            "{} (family {}, model {}), {cpus} CPUs",
+            field("model name"),
+            field("cpu family"),
+            field("model")
+        )
+    }
+}
 
 /// Requests per subject per round, all threads together: a round of well under a millisecond,
 /// shorter than a scheduler's time slice, so most rounds run without being preempted even on a
@@ -147,10 +184,14 @@ impl Results {
 
     fn print(&self, title: &str, governor: &str) {
         let gov = self.ns(governor);
-        println!("\n{title}");
-        println!(
+        say!("\n{title}");
+        say!(
             "  {:<20} {:>8} {:>8} {:>11} {:>11}",
-            "limiter", "ns/req", "Mreq/s", "× its twin", "× governor"
+            "limiter",
+            "ns/req",
+            "Mreq/s",
+            "× its twin",
+            "× governor"
         );
         for &(name, family, x) in &self.rows {
             let twin = match family {
@@ -163,7 +204,7 @@ impl Results {
             };
             let ratio =
                 |other: Option<f64>| other.map_or(String::new(), |o| format!("{:.2}×", o / x));
-            println!(
+            say!(
                 "  {name:<20} {x:>8.1} {:>8.1} {:>11} {:>11}",
                 1e3 / x,
                 ratio(twin),
@@ -195,7 +236,7 @@ fn verdict(what: &str, s: &Results, ours: &str, theirs: &str) {
         let r = b / a;
         let word = if r >= 1.0 { "faster" } else { "slower" };
         let by = if r >= 1.0 { r } else { 1.0 / r };
-        println!("  {what:<52} {a:>6.1} vs {b:>6.1} ns: {r:.2}× ({by:.2}× {word})");
+        say!("  {what:<52} {a:>6.1} vs {b:>6.1} ns: {r:.2}× ({by:.2}× {word})");
     }
 }
 
@@ -203,12 +244,13 @@ fn main() {
     let started = Instant::now();
     // First: governor's upkeep clock insists on starting quanta's upkeep thread itself.
     let clocks = CoarseClocks::start();
-    println!(
+    say!(
         "tollgate and the limiters you might use instead, in one process: ns per request, \
          median of {ROUNDS} interleaved rounds of {OPS} requests each. \"× governor\" is \
          governor's time over the row's (above 1: faster than governor). Wall times on a \
          shared machine move between runs; the ratios within one run are the comparison."
     );
+    say!("Machine: {}.", machine());
 
     let allowed = Scenario::run(1, true, peers::allowed);
     allowed.print(
@@ -230,7 +272,7 @@ fn main() {
         "Two threads on one shared limiter, every request allowed",
         "governor",
     );
-    println!(
+    say!(
         "  (the two threads ran side by side for {:.0}% of the median round; the rest of the \
          time the machine ran one of them, or something else)",
         100.0 * two.overlap
@@ -267,7 +309,7 @@ fn main() {
         let f = Arc::clone(&floor);
         s.visit("CoarseClock+CAS", Family::Peer, Op(move || f.coarse_cas()));
     });
-    println!("\nWhat reading a clock costs (one thread, median ns per read)");
+    say!("\nWhat reading a clock costs (one thread, median ns per read)");
     let raw = reads.ns("quanta raw").unwrap_or(f64::NAN);
     for (name, what) in [
         ("quanta raw", "the TSC itself (quanta raw)"),
@@ -276,10 +318,10 @@ fn main() {
         ("CoarseClock", "CoarseClock"),
         ("CoarseClock+CAS", "CoarseClock + one CAS"),
     ] {
-        println!("  {what:<30} {:>6.1}", reads.ns(name).unwrap_or(f64::NAN));
+        say!("  {what:<30} {:>6.1}", reads.ns(name).unwrap_or(f64::NAN));
     }
 
-    println!("\nIn short (TokenBucket, tollgate's GCRA bucket, against governor's GCRA):");
+    say!("\nIn short (TokenBucket, tollgate's GCRA bucket, against governor's GCRA):");
     verdict(
         "precise clock, allowed",
         &allowed,
@@ -301,12 +343,12 @@ fn main() {
         "MutexTokenBucket",
     );
     if let Some(tb) = allowed.ns("TokenBucket") {
-        println!(
+        say!(
             "  a precise-clock TokenBucket request is {tb:.1} ns, of which reading the TSC \
              alone is {raw:.1} ns"
         );
     }
-    println!(
+    say!(
         "\nThe sliding window (held to the limit in every window) against its mutex twin and \
          the fixed window (ratios: the other's time over the sliding window's):"
     );
@@ -328,17 +370,27 @@ fn main() {
             "FixedWindow",
         );
     }
-    println!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
+    say!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
 
     if std::env::args().any(|a| a == "--write-readme") {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
         let command = "cargo run --release --example compare -- --write-readme";
-        let table = readme_table(&allowed, &denied, &reads);
-        match tollgate_test_support::marked::replace(path, "compare", command, &table) {
-            Ok(()) => println!("wrote the performance table of {path}"),
-            Err(e) => {
-                eprintln!("could not write {path}: {e}");
-                std::process::exit(1);
+        let output = OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (path, section) in [
+            (
+                concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"),
+                readme_table(&allowed, &denied, &reads),
+            ),
+            (
+                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/README.md"),
+                format!("```text\n{output}```\n"),
+            ),
+        ] {
+            match tollgate_test_support::marked::replace(path, "compare", command, &section) {
+                Ok(()) => println!("wrote {path}"),
+                Err(e) => {
+                    eprintln!("could not write {path}: {e}");
+                    std::process::exit(1);
+                }
             }
         }
     }
