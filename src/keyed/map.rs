@@ -459,8 +459,8 @@ where
     }
 
     /// Pins the map for a batch of requests on this thread: the requests of the returned
-    /// [`KeyedPin`] skip the epoch pin (a thread-local lookup and a store to enter, a swap to leave)
-    /// that every [`KeyedLimiter::try_acquire`] pays. Decisions are the same.
+    /// [`KeyedPin`] skip the epoch pin (a thread-local lookup and a store to enter, a swap to
+    /// leave) that every [`KeyedLimiter::try_acquire`] pays. Decisions are the same.
     ///
     /// While a pin is held, nothing the map retires (removed keys, the old tables a growing
     /// map leaves behind) is freed: hold it for a batch (an event-loop turn, a buffer of
