@@ -4,6 +4,8 @@
 //! 1. `leased-1-thread`: one thread, one limiter, every request allowed;
 //! 2. `leased-hot-key`: 1 and 2 threads on ONE shared limiter (one hot key), every request
 //!    allowed; criterion's throughput is the aggregate rate of all threads.
+//! 3. `leased-lease-size`: the same with leases of 64, 256 and 1024 tokens: what a lease's
+//!    size buys a second thread.
 //!
 //! Every subject runs on its default precise clock (tollgate's `MonotonicClock`, governor's
 //! `QuantaClock`) with 10^9 requests per second and a burst of as many, so nothing is denied.
@@ -103,6 +105,26 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
+/// Two threads on one `Leased` with leases of 64, 256 and 1024 tokens (the cap raised so that
+/// every thread's lease is full): each lease's grant moves the bucket's word between cores,
+/// and that handoff, spread over the lease, is what two threads pay beyond one.
+fn lease_size(c: &mut Criterion) {
+    let mut g = c.benchmark_group("leased-lease-size");
+    g.throughput(Throughput::Elements(1));
+    for tokens in [64, 256, 1024] {
+        let lease = Lease::try_new(tokens, Duration::from_millis(1))
+            .and_then(|l| l.with_max_parked(16 * tokens))
+            .expect("valid lease");
+        let l = Tollgate(Leased::try_new(bucket(), lease).expect("valid lease"));
+        for threads in [1, 2] {
+            g.bench_function(BenchmarkId::new(format!("{tokens}"), threads), |b| {
+                b.iter_custom(|iters| hot_key(&l, threads, iters))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -110,5 +132,6 @@ fn main() {
         .configure_from_args();
     one_thread(&mut c);
     threads(&mut c);
+    lease_size(&mut c);
     c.final_summary();
 }

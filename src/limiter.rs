@@ -183,6 +183,12 @@ impl<A: Algo, C> RateLimiter<A, C> {
     pub(crate) fn core(&self) -> &Core<A> {
         &self.core
     }
+
+    /// The core, the clock and the origin apart (`Leased` keeps the core on a cache line of
+    /// its own).
+    pub(crate) fn into_parts(self) -> (Core<A>, C, Origin) {
+        (self.core, self.clock, self.origin)
+    }
 }
 
 #[cfg(feature = "std")]

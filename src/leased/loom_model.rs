@@ -97,7 +97,7 @@ impl LeaseModel {
 
     /// The bucket's burst.
     pub fn burst(&self) -> u64 {
-        super::burst_of(&self.shared.bucket)
+        super::burst_of(self.shared.core())
     }
 
     /// The cap on parked tokens.

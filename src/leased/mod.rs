@@ -36,6 +36,8 @@ use core::fmt;
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use crate::algo::token_bucket::Gcra;
+use crate::algo::Core;
 use crate::clock::Clock;
 use crate::decision::Decision;
 use crate::limiter::Limiter;
@@ -152,7 +154,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(bucket: TokenBucket<C>, lease: Lease) -> Leased<C> {
-        let burst = burst_of(&bucket);
+        let burst = burst_of(bucket.core());
         let max_tokens = lease.max_tokens.min(burst);
         let lease = Lease {
             max_tokens,
@@ -175,7 +177,7 @@ impl<C: Clock + 'static> Leased<C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_new(bucket: TokenBucket<C>, lease: Lease) -> Result<Leased<C>, LeaseError> {
-        let burst = burst_of(&bucket);
+        let burst = burst_of(bucket.core());
         if lease.max_tokens > burst {
             return Err(LeaseError::LeaseAboveBurst {
                 max_tokens: lease.max_tokens,
@@ -311,8 +313,8 @@ fn parkable(lease: &Lease) -> u64 {
     }
 }
 
-fn burst_of<C>(bucket: &TokenBucket<C>) -> u64 {
-    let p = &bucket.core().params;
+fn burst_of(core: &Core<Gcra>) -> u64 {
+    let p = &core.params;
     p.tokens(p.capacity)
 }
 
@@ -352,7 +354,7 @@ impl<C: Clock + 'static> Limiter for Leased<C> {
 impl<C: Clock + fmt::Debug + 'static> fmt::Debug for Leased<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Leased")
-            .field("bucket", &self.shared.bucket)
+            .field("core", &*self.shared.core)
             .field("lease", &self.shared.lease)
             // Relaxed: a snapshot for display only.
             .field("reserved", &self.shared.reserved.load(Ordering::Relaxed))

@@ -7,7 +7,7 @@ use super::lease::Lease;
 use super::plan::{plan, Ask, Plan};
 use crate::algo::token_bucket::{decide, Gcra};
 use crate::algo::Core;
-use crate::clock::{duration_to_nanos, Clock};
+use crate::clock::{duration_to_nanos, Clock, Origin};
 use crate::decision::Decision;
 use crate::limiter::TokenBucket;
 use crate::sync::{AtomicU64, Ordering};
@@ -35,7 +35,13 @@ pub(crate) struct Holder {
 
 /// The shared part of a [`Leased`]: the bucket, the reservation counter and the policy.
 pub(crate) struct Shared<C> {
-    pub(super) bucket: TokenBucket<C>,
+    /// The bucket's `tat` and parameters, on cache lines of their own: a renewal's
+    /// compare-exchange takes the line from the other cores, and what every spend and clock
+    /// read uses (the clock, the origin, the policy) must not go with it.
+    pub(super) core: CachePadded<Core<Gcra>>,
+    /// The bucket's clock and the origin its readings count from.
+    clock: C,
+    origin: Origin,
     pub(super) reserved: CachePadded<AtomicU64>,
     pub(super) lease: Lease,
     /// `lease.bypass_above()`, kept at hand for the fast path.
@@ -46,8 +52,11 @@ pub(crate) struct Shared<C> {
 
 impl<C: Clock> Shared<C> {
     pub(super) fn new(bucket: TokenBucket<C>, lease: Lease, share: u64) -> Self {
+        let (core, clock, origin) = bucket.into_parts();
         Shared {
-            bucket,
+            core: CachePadded::new(core),
+            clock,
+            origin,
             reserved: CachePadded::new(AtomicU64::new(0)),
             bypass: lease.bypass_above(),
             lease,
@@ -57,12 +66,12 @@ impl<C: Clock> Shared<C> {
 
     #[inline]
     pub(super) fn core(&self) -> &Core<Gcra> {
-        self.bucket.core()
+        &self.core
     }
 
     #[inline]
     pub(super) fn now(&self) -> u64 {
-        self.bucket.now_ns()
+        self.origin.now(&self.clock)
     }
 
     /// The spend test: may `n` come out of a lease holding `left`?
