@@ -31,6 +31,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use crossbeam_utils::CachePadded;
 use governor::RateLimiter;
 use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
 use tollgate_test_support::cpu::{on_cpu, thread_cpu};
@@ -215,7 +216,12 @@ fn threads(c: &mut Criterion) {
     }
     // The control: one plain (unkeyed) bucket per thread, nothing shared but the clock. How
     // well it scales is what the machine allows at the time of the run.
-    let buckets = [TokenBucket::new(quota()), TokenBucket::new(quota())];
+    // Padded: two buckets side by side share a cache line, and each thread's compare-exchange
+    // would take it from the other (the control would measure that, not the machine).
+    let buckets = [
+        CachePadded::new(TokenBucket::new(quota())),
+        CachePadded::new(TokenBucket::new(quota())),
+    ];
     for threads in [1u64, 2] {
         // One iteration: one request on each thread, on that thread's own keys.
         g.throughput(Throughput::Elements(threads));
