@@ -186,6 +186,7 @@ impl<A: Algo, C> RateLimiter<A, C> {
 
     /// The core, the clock and the origin apart (`Leased` keeps the core on a cache line of
     /// its own).
+    #[cfg(feature = "std")]
     pub(crate) fn into_parts(self) -> (Core<A>, C, Origin) {
         (self.core, self.clock, self.origin)
     }
