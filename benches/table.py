@@ -15,6 +15,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import marked  # noqa: E402
+
 ARGS = [a for a in sys.argv[1:] if a != "--write-readme"]
 WRITE = "--write-readme" in sys.argv[1:]
 ROOT = ARGS[0] if ARGS else "target/criterion"
@@ -144,14 +147,5 @@ if __name__ == "__main__":
     if not WRITE:
         print(tables.getvalue(), end="")
         sys.exit(0)
-    begin = f"<!-- criterion:begin (written by `{COMMAND}`) -->\n"
-    end = "<!-- criterion:end -->"
-    with open(README) as f:
-        text = f.read()
-    if begin not in text or end not in text:
-        sys.exit(f"{README}: no criterion:begin / criterion:end markers")
-    start = text.index(begin) + len(begin)
-    stop = text.index(end, start)
-    with open(README, "w") as f:
-        f.write(text[:start] + tables.getvalue().strip() + "\n" + text[stop:])
+    marked.replace(README, "criterion", COMMAND, tables.getvalue().strip())
     print(f"wrote {README}")

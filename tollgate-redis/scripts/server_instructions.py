@@ -30,6 +30,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import marked  # noqa: E402
+
 CALLS, KEYS = 2000, 100
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "..", "src", "scripts")
@@ -126,16 +129,6 @@ README = os.path.join(HERE, "..", "README.md")
 COMMAND = "python3 tollgate-redis/scripts/server_instructions.py --pieces --write-readme"
 
 
-def write_between(path, name, command, body):
-    """Replaces what lies between the `name` markers of `path` with `body`."""
-    begin = f"<!-- {name}:begin (written by `{command}`) -->\n"
-    end = f"<!-- {name}:end -->"
-    text = open(path).read()
-    start = text.index(begin) + len(begin)
-    stop = text.index(end, start)
-    open(path, "w").write(text[:start] + body.rstrip() + "\n" + text[stop:])
-
-
 def pieces(write):
     with tempfile.TemporaryDirectory() as tmp:
         base = measure(INCR, ["60000", "1000000000"], tmp)
@@ -151,7 +144,7 @@ def pieces(write):
     table = "\n".join(lines)
     print(table)
     if write:
-        write_between(README, "server_pieces", COMMAND, table)
+        marked.replace(README, "server_pieces", COMMAND, table)
         print(f"wrote {os.path.normpath(README)}")
 
 
