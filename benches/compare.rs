@@ -20,9 +20,9 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 
 mod peers;
-use peers::{
-    assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
-};
+mod together;
+use peers::{assert_answers, spans, Check, CoarseClocks, Family, Floor, Visit};
+use together::first_start_to_last_end;
 
 /// Benches each subject on one thread: `b.iter` around one request.
 struct SingleThread<'a, 'c> {

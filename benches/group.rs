@@ -18,10 +18,13 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod together;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use together::{first_start_to_last_end, spans};
 use tollgate::{Limiter, Limits, Member, MonotonicClock, Quota, SlidingWindow, TokenBucket};
 
 fn open() -> Quota {
@@ -88,29 +91,14 @@ fn denied(c: &mut Criterion) {
     g.finish();
 }
 
-/// `iters` requests split over two threads on one shared limiter; the time until both finish.
+/// `iters` requests split over two threads on one shared limiter: from the first thread's start
+/// to the last one's end.
 fn two_threads(limiter: &dyn Limiter, iters: u64) -> Duration {
-    let barrier = Barrier::new(2);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..iters / 2 {
-                        black_box(limiter.try_acquire_n(black_box(1)).is_allowed());
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
+    first_start_to_last_end(&spans(2, |_| {
+        for _ in 0..iters / 2 {
+            black_box(limiter.try_acquire_n(black_box(1)).is_allowed());
+        }
+    }))
 }
 
 fn threads(c: &mut Criterion) {

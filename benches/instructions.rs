@@ -30,6 +30,7 @@ use tollgate::{
 
 mod gate;
 mod peers;
+mod together;
 use gate::{closed, open, run, started};
 use peers::{drained, Check, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
 

@@ -20,6 +20,7 @@ use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
 
 mod gate;
 mod peers;
+mod together;
 use gate::{closed, open, run, started};
 use peers::{drained, Check, TollgateKeyed};
 

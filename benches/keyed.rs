@@ -25,9 +25,9 @@
 #![allow(missing_docs)]
 
 mod keyed_common;
+mod together;
 
 use std::hint::black_box;
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -37,6 +37,7 @@ use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
 use tollgate_test_support::cpu::{on_cpu, thread_cpu};
 
 use keyed_common::{gov_quota, quota, random_keys, MILLION, RATE};
+use together::{first_start_to_last_end, spans};
 
 /// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.
 const BATCH: u64 = 64;
@@ -183,24 +184,14 @@ fn million_keys(c: &mut Criterion) {
     g.finish();
 }
 
-/// `iters` requests on each of `n` threads, started together: the wall time.
+/// `iters` requests on each of `n` threads, started together: from the first thread's start to
+/// the last one's end.
 fn on_threads(n: u64, iters: u64, request: impl Fn(u64, u64) + Sync) -> Duration {
-    let start = Barrier::new(n as usize + 1);
-    std::thread::scope(|s| {
-        for t in 0..n {
-            let (start, request) = (&start, &request);
-            s.spawn(move || {
-                start.wait();
-                for i in 0..iters {
-                    request(t, i);
-                }
-            });
+    first_start_to_last_end(&spans(n as usize, |t| {
+        for i in 0..iters {
+            request(t as u64, i);
         }
-        start.wait();
-        // The scope joins the threads before returning.
-        Instant::now()
-    })
-    .elapsed()
+    }))
 }
 
 fn threads(c: &mut Criterion) {

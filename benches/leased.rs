@@ -13,17 +13,16 @@
 //!
 //! Run: `cargo bench --bench leased -- --warm-up-time 1 --measurement-time 3`.
 
-use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use governor::clock::QuantaClock;
 
 mod peers;
-use peers::{assert_answers, Check, Governor, Tollgate, OPEN_PER_SEC};
+mod together;
+use peers::{assert_answers, spans, Check, Governor, Tollgate, OPEN_PER_SEC};
+use together::first_start_to_last_end;
 use tollgate::{Lease, Leased, Quota, TokenBucket};
 
 fn bucket() -> TokenBucket {
@@ -43,31 +42,13 @@ fn governor() -> Governor<QuantaClock> {
     ))
 }
 
-/// `threads` threads, started together, share `iters` requests to one limiter; the time is the
-/// slowest thread's, so a thread scheduled late cannot hide contention it did not meet.
+/// `threads` threads, started together, share `iters` requests to one limiter; the time is from
+/// the first thread's start to the last one's end, so threads that took turns cannot pass for
+/// threads that contended.
 fn hot_key<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
     let each = (iters / threads as u64).max(1);
-    let barrier = Barrier::new(threads);
-    let slowest = thread::scope(|s| {
-        let spawned: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..each {
-                        black_box(limiter.check());
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        spawned
-            .into_iter()
-            .map(|h| h.join().expect("bench thread"))
-            .max()
-            .expect("a thread")
-    });
-    slowest.mul_f64(iters as f64 / (each * threads as u64) as f64)
+    let wall = first_start_to_last_end(&spans(limiter, threads, each));
+    wall.mul_f64(iters as f64 / (each * threads as u64) as f64)
 }
 
 fn one_thread(c: &mut Criterion) {

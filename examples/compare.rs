@@ -36,9 +36,10 @@ use std::time::{Duration, Instant};
 
 #[path = "../benches/peers/mod.rs"]
 mod peers;
-use peers::{
-    assert_answers, first_start_to_last_end, spans, Check, CoarseClocks, Family, Floor, Visit,
-};
+#[path = "../benches/together/mod.rs"]
+mod together;
+use peers::{assert_answers, spans, Check, CoarseClocks, Family, Floor, Visit};
+use together::first_start_to_last_end;
 
 /// Everything the run prints, kept for `--write-readme`.
 static OUTPUT: Mutex<String> = Mutex::new(String::new());

@@ -15,6 +15,8 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::together;
+
 use governor::clock::{Clock as GovernorClock, QuantaClock, QuantaUpkeepClock};
 use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
@@ -498,37 +500,14 @@ impl Floor {
     }
 }
 
-/// `threads` threads, released together by a barrier, each make `per_thread` requests to one
-/// limiter; returns each thread's (start, end).
+/// `threads` threads, released together, each make `per_thread` requests to one limiter;
+/// returns each thread's (start, end).
 pub fn spans<L: Check>(limiter: &L, threads: usize, per_thread: u64) -> Vec<(Instant, Instant)> {
-    let barrier = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..per_thread {
-                        black_box(limiter.check());
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread"))
-            .collect()
+    together::spans(threads, |_| {
+        for _ in 0..per_thread {
+            black_box(limiter.check());
+        }
     })
-}
-
-/// From the first thread's start to the last one's end: a thread the scheduler runs only after
-/// another has finished cannot hide the contention it would have met.
-pub fn first_start_to_last_end(spans: &[(Instant, Instant)]) -> Duration {
-    let start = spans.iter().map(|s| s.0).min().expect("a thread");
-    let end = spans.iter().map(|s| s.1).max().expect("a thread");
-    end - start
 }
 
 /// Checks that a subject answers as its scenario says (all allowed, or all denied) before it is
