@@ -758,7 +758,8 @@ mod tests {
     #[test]
     fn every_accepted_quota_fits_a_slot() {
         use core::time::Duration;
-        for period in 1..=64u64 {
+        // Every seventh period under miri (1, 8, .., 64): the same arithmetic, no memory to check.
+        for period in (1..=64u64).step_by(if cfg!(miri) { 7 } else { 1 }) {
             for b in 0..48 {
                 for limit in [1u64 << b, (2u64 << b) - 1] {
                     if let Ok(q) = Quota::try_new(limit, Duration::from_nanos(period)) {
