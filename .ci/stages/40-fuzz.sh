@@ -58,22 +58,39 @@ mapfile -t TARGETS < <(fuzz list)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for t in "${TARGETS[@]}"; do
-  step "fuzzing $t for $FUZZ_SECONDS s"
+# One target: fuzzed from a copy of its seeds; its log in $work/<target>.log, and any crash's
+# input under $work/artifacts/<target>/.
+fuzz_one() {
+  local t=$1
   mkdir -p "$work/corpus/$t" "$work/artifacts/$t"
   cp fuzz/seeds/"$t"/* "$work/corpus/$t/"
-  dirs=("$work/corpus/$t")
+  local dirs=("$work/corpus/$t")
   [ -d "fuzz/regressions/$t" ] && dirs+=("fuzz/regressions/$t")
   # New inputs go to the first directory only (the copy); the others are only read.
-  log="$work/$t.log"
-  if ! fuzz run "$t" "${dirs[@]}" -- \
-      -max_total_time="$FUZZ_SECONDS" -timeout=10 \
-      -artifact_prefix="$work/artifacts/$t/" -print_final_stats=1 >"$log" 2>&1 \
-    || compgen -G "$work/artifacts/$t/*" >/dev/null; then
-    tail -n 80 "$log"
-    echo "fuzz: $t FAILED; the failing input's bytes and base64 are above" >&2
-    exit 1
-  fi
-  grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' "$log"
+  fuzz run "$t" "${dirs[@]}" -- \
+    -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+    -artifact_prefix="$work/artifacts/$t/" -print_final_stats=1 >"$work/$t.log" 2>&1
+}
+# libFuzzer runs one process per target on one core: as many targets at once as there are
+# cores, each for its own FUZZ_SECONDS.
+jobs=$(nproc)
+for ((i = 0; i < ${#TARGETS[@]}; i += jobs)); do
+  batch=("${TARGETS[@]:i:jobs}")
+  step "fuzzing ${batch[*]} for $FUZZ_SECONDS s"
+  pids=()
+  for t in "${batch[@]}"; do
+    fuzz_one "$t" &
+    pids+=("$!")
+  done
+  for j in "${!batch[@]}"; do
+    t=${batch[j]}
+    if ! wait "${pids[j]}" || compgen -G "$work/artifacts/$t/*" >/dev/null; then
+      tail -n 80 "$work/$t.log"
+      echo "fuzz: $t FAILED; the failing input's bytes and base64 are above" >&2
+      exit 1
+    fi
+    echo "$t:"
+    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' "$work/$t.log"
+  done
 done
 step "done"
