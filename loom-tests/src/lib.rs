@@ -80,13 +80,15 @@ fn bound_text(bound: Option<usize>) -> String {
 }
 
 /// Runs `f` under loom with a preemption bound of 3 (or `LOOM_MAX_PREEMPTIONS`), and prints
-/// `loom model <name>: ...` with the executions explored and the time taken. Panics, as loom
-/// does, with the failing interleaving's panic if any execution fails.
+/// `loom model <name>: ...` with the executions explored and the time taken. If an execution
+/// fails, panics with the model's name and the failing interleaving's panic message, so that
+/// a test running several models says which one failed.
 pub fn model<F>(name: &str, f: F) -> Explored
 where
     F: Fn() + Sync + Send + 'static,
 {
-    let explored = explore(f);
+    let explored = panic::catch_unwind(AssertUnwindSafe(|| explore(f)))
+        .unwrap_or_else(|payload| panic!("loom model {name} failed: {}", panic_text(&*payload)));
     println!(
         "loom model {name}: bound {}, {} executions, {:.2} s",
         bound_text(explored.bound),
