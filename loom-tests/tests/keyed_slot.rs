@@ -44,42 +44,43 @@ trait Slot: Send + Sync + 'static {
     fn try_evict(&self, now_ns: u64, plant: Self::Plant) -> bool;
 }
 
-impl Slot for WordSlotModel {
-    type Plant = WordPlant;
-    const SOUND: WordPlant = WordPlant::Sound;
-    const IDLE: Duration = Duration::from_secs(1);
+/// [`Slot`] for a slot model of `tollgate::__loom`: its `acquire` and `try_evict` run the
+/// protocol its plant names, `$fresh` makes a fresh limiter, `$idle` is its `IDLE`.
+macro_rules! slot_model {
+    ($model:ident, $plant:ident, $fresh:ident, $idle:expr) => {
+        impl Slot for $model {
+            type Plant = $plant;
+            const SOUND: $plant = $plant::Sound;
+            const IDLE: Duration = $idle;
 
-    fn fresh(limit: u64) -> Self {
-        WordSlotModel::token_bucket(limit)
-    }
+            fn fresh(limit: u64) -> Self {
+                $model::$fresh(limit)
+            }
 
-    fn acquire(&self, now_ns: u64, plant: WordPlant) -> Option<bool> {
-        WordSlotModel::acquire(self, now_ns, plant)
-    }
+            fn acquire(&self, now_ns: u64, plant: $plant) -> Option<bool> {
+                $model::acquire(self, now_ns, plant)
+            }
 
-    fn try_evict(&self, now_ns: u64, plant: WordPlant) -> bool {
-        WordSlotModel::try_evict(self, now_ns, plant)
-    }
+            fn try_evict(&self, now_ns: u64, plant: $plant) -> bool {
+                $model::try_evict(self, now_ns, plant)
+            }
+        }
+    };
 }
 
-impl Slot for StateSlotModel {
-    type Plant = StatePlant;
-    const SOUND: StatePlant = StatePlant::Sound;
-    // The sliding window counts an admission for up to a period and one slot.
-    const IDLE: Duration = Duration::from_secs(2);
-
-    fn fresh(limit: u64) -> Self {
-        StateSlotModel::sliding_window(limit)
-    }
-
-    fn acquire(&self, now_ns: u64, plant: StatePlant) -> Option<bool> {
-        StateSlotModel::acquire(self, now_ns, plant)
-    }
-
-    fn try_evict(&self, now_ns: u64, plant: StatePlant) -> bool {
-        StateSlotModel::try_evict(self, now_ns, plant)
-    }
-}
+slot_model!(
+    WordSlotModel,
+    WordPlant,
+    token_bucket,
+    Duration::from_secs(1)
+);
+// The sliding window counts an admission for up to a period and one slot.
+slot_model!(
+    StateSlotModel,
+    StatePlant,
+    sliding_window,
+    Duration::from_secs(2)
+);
 
 /// A one-key map. `entry` is 0 (no limiter) or `i + 1` (the limiter `slots[i]`); each new
 /// limiter takes the next unused slot, so a removed limiter is never reused.
