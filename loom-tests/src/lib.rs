@@ -9,6 +9,7 @@
 //! - [`expect_caught`] runs a model over a planted mutant and asserts that loom finds the bug.
 //! - [`assert_serializable`] checks that what racing threads were answered is what some serial
 //!   order of the same calls answers.
+//! - [`real_and_twin!`] runs each model on a limiter and on its mutex twin.
 #![cfg(tollgate_loom)]
 #![forbid(unsafe_code)]
 
@@ -344,6 +345,17 @@ macro_rules! exactly_admitted_models {
         ) -> impl Fn() + Send + Sync + 'static {
             $crate::exactly_admitted(make, $start, $before, $threads, $settle, $expected)
         }
+    )*};
+}
+
+/// Runs models on a limiter and on its mutex twin, each made by a maker generic over the
+/// limit: `"name": body(LIMIT);` runs `body(real::<LIMIT>)` as the model `{prefix}{name}` and
+/// `body(twin::<LIMIT>)` as `{prefix}twin {name}`.
+#[macro_export]
+macro_rules! real_and_twin {
+    ($prefix:literal, $real:ident, $twin:ident; $($name:literal: $body:ident($limit:expr);)*) => {$(
+        $crate::model(concat!($prefix, $name), $body($real::<{ $limit }>));
+        $crate::model(concat!($prefix, "twin ", $name), $body($twin::<{ $limit }>));
     )*};
 }
 

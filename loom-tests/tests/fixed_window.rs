@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use loom_tests::mutants::{fixed_window::StoreNewWindow, mutant};
 use loom_tests::{
-    drain, exactly_admitted_models, expect_caught, frozen_models, frozen_three_units, model,
-    scenario, Step, NOT_SERIALIZABLE,
+    drain, exactly_admitted_models, expect_caught, frozen_models, frozen_three_units,
+    real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{fixed_window::Fixed, Algo, RateLimiter};
 use tollgate::baseline::MutexFixedWindow;
@@ -100,35 +100,15 @@ fn planted<const LIMIT: u64>(c: ManualClock) -> RateLimiter<StoreNewWindow, Manu
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
     frozen_models("fixed_window/", real::<2>, real::<3>, MID);
-}
-
-#[test]
-fn window_rollover_racing_admissions() {
-    model(
-        "fixed_window/rollover",
-        rollover_racing_admissions(real::<2>),
-    );
-}
-
-#[test]
-fn clock_step_back_racing() {
-    model(
-        "fixed_window/clock step back",
-        clock_step_back_racing_admissions(real::<2>),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
     frozen_models("fixed_window/twin ", twin::<2>, twin::<3>, MID);
-    model(
-        "fixed_window/twin rollover",
-        rollover_racing_admissions(twin::<2>),
-    );
-    model(
-        "fixed_window/twin clock step back",
-        clock_step_back_racing_admissions(twin::<2>),
-    );
+}
+
+#[test]
+fn clock_moves_racing_admissions() {
+    real_and_twin! { "fixed_window/", real, twin;
+        "rollover": rollover_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_log::{NoLock, UnvalidatedRead};
-use loom_tests::{exactly_admitted_models, expect_caught, frozen, model, Step, NOT_SERIALIZABLE};
+use loom_tests::{
+    exactly_admitted_models, expect_caught, frozen, real_and_twin, Step, NOT_SERIALIZABLE,
+};
 use tollgate::__loom::sliding_log::{Log, LogParams};
 use tollgate::__loom::{Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingLog;
@@ -108,66 +110,26 @@ fn planted<M: Algo<Params = LogParams>, const LIMIT: u64>(
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model(
-        "sliding_log/frozen 2x1",
-        two_racers_one_unit_each(real::<1>),
-    );
-    model(
-        "sliding_log/frozen mixed costs 2x1",
-        two_racers_mixed_costs(real::<2>),
-    );
-    model(
-        "sliding_log/frozen 2x2",
-        two_racers_two_calls_each(real::<3>),
-    );
+    real_and_twin! { "sliding_log/", real, twin;
+        "frozen 2x1": two_racers_one_unit_each(1);
+        "frozen mixed costs 2x1": two_racers_mixed_costs(2);
+        "frozen 2x2": two_racers_two_calls_each(3);
+    }
 }
 
 #[test]
 fn denials_racing_an_admission_read_a_consistent_log() {
-    model(
-        "sliding_log/denials racing an admission 2x1",
-        denials_racing_an_admission(real::<2>),
-    );
+    real_and_twin! { "sliding_log/", real, twin;
+        "denials racing an admission 2x1": denials_racing_an_admission(2);
+    }
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "sliding_log/clock advance",
-        clock_advance_racing_admissions(real::<2>),
-    );
-    model(
-        "sliding_log/clock step back",
-        clock_step_back_racing_admissions(real::<2>),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    model(
-        "sliding_log/twin frozen 2x1",
-        two_racers_one_unit_each(twin::<1>),
-    );
-    model(
-        "sliding_log/twin frozen mixed costs 2x1",
-        two_racers_mixed_costs(twin::<2>),
-    );
-    model(
-        "sliding_log/twin frozen 2x2",
-        two_racers_two_calls_each(twin::<3>),
-    );
-    model(
-        "sliding_log/twin denials racing an admission 2x1",
-        denials_racing_an_admission(twin::<2>),
-    );
-    model(
-        "sliding_log/twin clock advance",
-        clock_advance_racing_admissions(twin::<2>),
-    );
-    model(
-        "sliding_log/twin clock step back",
-        clock_step_back_racing_admissions(twin::<2>),
-    );
+    real_and_twin! { "sliding_log/", real, twin;
+        "clock advance": clock_advance_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas, StaleRingStore};
 use loom_tests::{
     admitted_units, drain, exactly_admitted_models, expect_caught, frozen, frozen_models, model,
-    scenario, Step, NOT_SERIALIZABLE,
+    real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{sliding_window::Geometry, Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingWindow;
@@ -181,43 +181,31 @@ fn planted<M: Algo<Params = Geometry>, const LIMIT: u64>(
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
     frozen_models("sliding_window/", real::<2>, real::<3>, MID);
+    frozen_models("sliding_window/twin ", twin::<2>, twin::<3>, MID);
 }
 
 #[test]
 fn slot_rollover_racing_admissions() {
-    model(
-        "sliding_window/slot rollover at a frozen instant 3x1",
-        slot_rollover_at_a_frozen_instant(real::<3>),
-    );
-    model(
-        "sliding_window/rollover racing a clock advance",
-        rollover_racing_admissions(real::<2>),
-    );
-    model(
-        "sliding_window/second move reads the ring 2x",
-        second_move_reads_the_ring(real::<3>),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "slot rollover at a frozen instant 3x1": slot_rollover_at_a_frozen_instant(3);
+        "rollover racing a clock advance": rollover_racing_admissions(2);
+        "second move reads the ring 2x": second_move_reads_the_ring(3);
+    }
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "sliding_window/expiry racing a clock advance",
-        expiry_racing_admissions(real::<2>),
-    );
-    model(
-        "sliding_window/clock step back",
-        clock_step_back_racing_admissions(real::<2>),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "expiry racing a clock advance": expiry_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
 fn a_delayed_mover_never_lowers_a_finished_slot() {
-    model("sliding_window/delayed mover 3x1", delayed_mover(real::<4>));
-    model(
-        "sliding_window/twin delayed mover 3x1",
-        delayed_mover(twin::<4>),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "delayed mover 3x1": delayed_mover(4);
+    }
     model(
         "sliding_window/wide head, delayed mover 3x1",
         delayed_mover_wide(real::<WIDE_LIMIT>),
@@ -239,31 +227,6 @@ fn stale_ring_store_mutant_is_caught() {
         "sliding_window/ring stored, not fetch_max, wide head, delayed mover 3x1",
         "over the limit",
         delayed_mover_wide(planted::<StaleRingStore, WIDE_LIMIT>),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    frozen_models("sliding_window/twin ", twin::<2>, twin::<3>, MID);
-    model(
-        "sliding_window/twin slot rollover at a frozen instant 3x1",
-        slot_rollover_at_a_frozen_instant(twin::<3>),
-    );
-    model(
-        "sliding_window/twin rollover racing a clock advance",
-        rollover_racing_admissions(twin::<2>),
-    );
-    model(
-        "sliding_window/twin second move reads the ring 2x",
-        second_move_reads_the_ring(twin::<3>),
-    );
-    model(
-        "sliding_window/twin expiry racing a clock advance",
-        expiry_racing_admissions(twin::<2>),
-    );
-    model(
-        "sliding_window/twin clock step back",
-        clock_step_back_racing_admissions(twin::<2>),
     );
 }
 

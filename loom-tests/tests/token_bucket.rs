@@ -7,7 +7,7 @@ use std::time::Duration;
 use loom_tests::mutants::{mutant, token_bucket::LoadStore};
 use loom_tests::{
     admitted_units, drain, exactly_admitted_models, expect_caught, frozen_models,
-    frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    frozen_three_units, frozen_two_calls_each, real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{token_bucket::Gcra, Algo, RateLimiter};
 use tollgate::baseline::MutexTokenBucket;
@@ -73,31 +73,15 @@ fn planted<const LIMIT: u64>(c: ManualClock) -> RateLimiter<LoadStore, ManualClo
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
     frozen_models("token_bucket/", real::<2>, real::<3>, 3 * SECOND);
+    frozen_models("token_bucket/twin ", twin::<2>, twin::<3>, 3 * SECOND);
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "token_bucket/clock advance",
-        clock_advance_racing_admissions(real::<2>),
-    );
-    model(
-        "token_bucket/clock step back",
-        clock_step_back_racing_admissions(real::<2>),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    frozen_models("token_bucket/twin ", twin::<2>, twin::<3>, 3 * SECOND);
-    model(
-        "token_bucket/twin clock advance",
-        clock_advance_racing_admissions(twin::<2>),
-    );
-    model(
-        "token_bucket/twin clock step back",
-        clock_step_back_racing_admissions(twin::<2>),
-    );
+    real_and_twin! { "token_bucket/", real, twin;
+        "clock advance": clock_advance_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
