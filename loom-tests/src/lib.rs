@@ -348,9 +348,11 @@ macro_rules! exactly_admitted_models {
     )*};
 }
 
-/// Runs models on a limiter and on its mutex twin, each made by a maker generic over the
-/// limit: `"name": body(LIMIT);` runs `body(real::<LIMIT>)` as the model `{prefix}{name}` and
-/// `body(twin::<LIMIT>)` as `{prefix}twin {name}`.
+/// Runs models on a limiter and on its mutex twin: in
+/// `real_and_twin! { "algo/", real, twin; "name": body(LIMIT); ... }`, where `real` and `twin`
+/// make a limiter of the const generic limit they are given, each `"name": body(LIMIT);` runs
+/// `body(real::<LIMIT>)` as the model `algo/name` and `body(twin::<LIMIT>)` as
+/// `algo/twin name`.
 #[macro_export]
 macro_rules! real_and_twin {
     ($prefix:literal, $real:ident, $twin:ident; $($name:literal: $body:ident($limit:expr);)*) => {$(
