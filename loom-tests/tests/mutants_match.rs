@@ -243,33 +243,45 @@ fn fixed_window_store_new_window_is_the_real_acquire_with_a_store() {
 
 #[test]
 fn sliding_window_mutants_are_the_real_acquire_with_one_change() {
-    // One copy for the three mutants, each defect's lines under its const parameter.
-    let mutant = "impl<const PLANT: Plant> Algo for Mutant<PLANT>";
-    assert_planted_only(
-        "sliding_window::Mutant",
-        function(
-            SLIDING_WINDOW,
-            "/// One request on the head `word`",
-            "fn acquire_on<",
-        ),
-        function(M_SLIDING_WINDOW, mutant, "fn acquire_on<"),
-    );
-    // The `acquire` around it is the real one, word for word.
-    assert_eq!(
-        function(SLIDING_WINDOW, "impl Algo for Sliding", "fn acquire("),
-        function(M_SLIDING_WINDOW, mutant, "fn acquire("),
-        "sliding_window::Mutant: its acquire is not the real one"
-    );
+    for (mutant, module) in [
+        ("RelaxedHead", "pub mod relaxed_head"),
+        ("RingAfterCas", "pub mod ring_after_cas"),
+        ("StaleRingStore", "pub mod stale_ring_store"),
+    ] {
+        assert_planted_only(
+            mutant,
+            function(
+                SLIDING_WINDOW,
+                "/// One request on the head `word`",
+                "fn acquire_on<",
+            ),
+            function(M_SLIDING_WINDOW, module, "fn acquire_on<"),
+        );
+        // The `acquire` around it is the real one, word for word.
+        assert_eq!(
+            function(SLIDING_WINDOW, "impl Algo for Sliding", "fn acquire("),
+            function(
+                M_SLIDING_WINDOW,
+                &format!("impl Algo for {mutant}"),
+                "fn acquire("
+            ),
+            "{mutant}: its acquire is not the real one"
+        );
+    }
 }
 
 #[test]
 fn sliding_log_mutants_are_the_real_acquire_with_one_change() {
-    // One copy for both mutants, each defect's lines under its const parameter.
-    assert_planted_only(
-        "sliding_log::Mutant",
-        function(SLIDING_LOG, "impl LogState", "fn acquire("),
-        function(M_SLIDING_LOG, "impl Planted for LogState", "fn acquire<"),
-    );
+    for copy in [
+        "impl Unvalidated for LogState",
+        "impl Unlocked for LogState",
+    ] {
+        assert_planted_only(
+            copy,
+            function(SLIDING_LOG, "impl LogState", "fn acquire("),
+            function(M_SLIDING_LOG, copy, "fn acquire("),
+        );
+    }
 }
 
 #[test]

@@ -4,9 +4,7 @@
 //! Every mutant is an [`Algo`] over the real algorithm's parameters and state, whose `acquire`
 //! is a copy of the real one with the planted lines marked `// PLANTED`. The plain test
 //! `tests/mutants_match.rs` reads both sources and fails if a copy differs from the real code
-//! anywhere but in its planted lines, so a mutant cannot drift from the code it breaks. The
-//! mutants of one algorithm share one copy where they break the same function: a const
-//! parameter ([`Plant`]) chooses the defect, and each planted line runs under its own.
+//! anywhere but in its planted lines, so a mutant cannot drift from the code it breaks.
 //!
 //! | mutant                                   | what is planted                                      |
 //! |------------------------------------------|------------------------------------------------------|
@@ -84,9 +82,6 @@ pub mod refund;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
-
-/// Which planted defect a mutant generic over its defects runs (each module names its own).
-pub type Plant = u8;
 
 /// A limiter running the mutant `M` under `params` (the real algorithm's), reading `clock`.
 pub fn mutant<M: Algo, C: Clock>(params: M::Params, clock: C) -> RateLimiter<M, C> {
