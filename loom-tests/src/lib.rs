@@ -9,6 +9,7 @@
 //! - [`expect_caught`] runs a model over a planted mutant and asserts that loom finds the bug.
 //! - [`assert_serializable`] checks that what racing threads were answered is what some serial
 //!   order of the same calls answers.
+//! - [`real_and_twin!`] runs each model on a limiter and on its mutex twin.
 #![cfg(tollgate_loom)]
 #![forbid(unsafe_code)]
 
@@ -80,13 +81,15 @@ fn bound_text(bound: Option<usize>) -> String {
 }
 
 /// Runs `f` under loom with a preemption bound of 3 (or `LOOM_MAX_PREEMPTIONS`), and prints
-/// `loom model <name>: ...` with the executions explored and the time taken. Panics, as loom
-/// does, with the failing interleaving's panic if any execution fails.
+/// `loom model <name>: ...` with the executions explored and the time taken. If an execution
+/// fails, panics with the model's name and the failing interleaving's panic message, so that
+/// a test running several models says which one failed.
 pub fn model<F>(name: &str, f: F) -> Explored
 where
     F: Fn() + Sync + Send + 'static,
 {
-    let explored = explore(f);
+    let explored = panic::catch_unwind(AssertUnwindSafe(|| explore(f)))
+        .unwrap_or_else(|payload| panic!("loom model {name} failed: {}", panic_text(&*payload)));
     println!(
         "loom model {name}: bound {}, {} executions, {:.2} s",
         bound_text(explored.bound),
@@ -342,6 +345,19 @@ macro_rules! exactly_admitted_models {
         ) -> impl Fn() + Send + Sync + 'static {
             $crate::exactly_admitted(make, $start, $before, $threads, $settle, $expected)
         }
+    )*};
+}
+
+/// Runs models on a limiter and on its mutex twin: in
+/// `real_and_twin! { "algo/", real, twin; "name": body(LIMIT); ... }`, where `real` and `twin`
+/// make a limiter of the const generic limit they are given, each `"name": body(LIMIT);` runs
+/// `body(real::<LIMIT>)` as the model `algo/name` and `body(twin::<LIMIT>)` as
+/// `algo/twin name`.
+#[macro_export]
+macro_rules! real_and_twin {
+    ($prefix:literal, $real:ident, $twin:ident; $($name:literal: $body:ident($limit:expr);)*) => {$(
+        $crate::model(concat!($prefix, $name), $body($real::<{ $limit }>));
+        $crate::model(concat!($prefix, "twin ", $name), $body($twin::<{ $limit }>));
     )*};
 }
 

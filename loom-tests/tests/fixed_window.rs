@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use loom_tests::mutants::{fixed_window::StoreNewWindow, mutant};
 use loom_tests::{
-    drain, exactly_admitted_models, expect_caught, frozen_models, frozen_three_units, model,
-    scenario, Step, NOT_SERIALIZABLE,
+    drain, exactly_admitted_models, expect_caught, frozen_models, frozen_three_units,
+    real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{fixed_window::Fixed, Algo, RateLimiter};
 use tollgate::baseline::MutexFixedWindow;
@@ -84,51 +84,31 @@ exactly_admitted_models! {
         1;
 }
 
-fn real2(c: ManualClock) -> FixedWindow<ManualClock> {
-    FixedWindow::with_clock(quota(2), c)
+/// The window of `LIMIT` per second.
+fn real<const LIMIT: u64>(c: ManualClock) -> FixedWindow<ManualClock> {
+    FixedWindow::with_clock(quota(LIMIT), c)
 }
-fn real3(c: ManualClock) -> FixedWindow<ManualClock> {
-    FixedWindow::with_clock(quota(3), c)
+/// Its mutex twin.
+fn twin<const LIMIT: u64>(c: ManualClock) -> MutexFixedWindow<ManualClock> {
+    MutexFixedWindow::with_clock(quota(LIMIT), c)
 }
-fn twin2(c: ManualClock) -> MutexFixedWindow<ManualClock> {
-    MutexFixedWindow::with_clock(quota(2), c)
-}
-fn twin3(c: ManualClock) -> MutexFixedWindow<ManualClock> {
-    MutexFixedWindow::with_clock(quota(3), c)
-}
-fn mutant2(c: ManualClock) -> RateLimiter<StoreNewWindow, ManualClock> {
-    mutant(Fixed::params(&quota(2)).expect("valid"), c)
+/// The window opening new windows by a plain store.
+fn planted<const LIMIT: u64>(c: ManualClock) -> RateLimiter<StoreNewWindow, ManualClock> {
+    mutant(Fixed::params(&quota(LIMIT)).expect("valid"), c)
 }
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    frozen_models("fixed_window/", real2, real3, MID);
+    frozen_models("fixed_window/", real::<2>, real::<3>, MID);
+    frozen_models("fixed_window/twin ", twin::<2>, twin::<3>, MID);
 }
 
 #[test]
-fn window_rollover_racing_admissions() {
-    model("fixed_window/rollover", rollover_racing_admissions(real2));
-}
-
-#[test]
-fn clock_step_back_racing() {
-    model(
-        "fixed_window/clock step back",
-        clock_step_back_racing_admissions(real2),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    frozen_models("fixed_window/twin ", twin2, twin3, MID);
-    model(
-        "fixed_window/twin rollover",
-        rollover_racing_admissions(twin2),
-    );
-    model(
-        "fixed_window/twin clock step back",
-        clock_step_back_racing_admissions(twin2),
-    );
+fn clock_moves_racing_admissions() {
+    real_and_twin! { "fixed_window/", real, twin;
+        "rollover": rollover_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
@@ -136,7 +116,7 @@ fn new_window_by_store_mutant_is_caught() {
     expect_caught(
         "fixed_window/new window by a store, rollover",
         "lost in the new window",
-        rollover_racing_admissions(mutant2),
+        rollover_racing_admissions(planted::<2>),
     );
 }
 
@@ -147,6 +127,6 @@ fn new_window_by_store_mutant_is_caught_opening_a_window() {
     expect_caught(
         "fixed_window/new window by a store, frozen 3x1",
         NOT_SERIALIZABLE,
-        frozen_three_units(mutant2, MID),
+        frozen_three_units(planted::<2>, MID),
     );
 }

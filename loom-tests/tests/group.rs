@@ -51,6 +51,12 @@ fn left(member: &Arc<Member>, clock: &ManualClock) -> u64 {
         .remaining()
 }
 
+/// What each of the group's two members has left now.
+fn left_in_each(limits: &GroupModel, clock: &ManualClock) -> (u64, u64) {
+    let m = limits.members();
+    (left(&m[0], clock), left(&m[1], clock))
+}
+
 /// Two threads asking for 1 and 2 at a frozen instant with the window at 1 left: whichever
 /// peeks first, both may pass the peek and race on the charges; the loser of the window's
 /// charge rolls the bucket back. Afterwards each member is charged by exactly the admitted
@@ -64,9 +70,8 @@ fn charged_exactly(make: fn(ManualClock) -> GroupModel) -> impl Fn() + Send + Sy
         |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "the window had 1 left: {calls:?}");
-            let m = limits.members();
             assert_eq!(
-                (left(&m[0], clock), left(&m[1], clock)),
+                left_in_each(limits, clock),
                 (3 - 1 - admitted, 0),
                 "a member is not charged by exactly what was admitted: {calls:?}"
             );
@@ -96,10 +101,8 @@ fn frozen_all_or_nothing(
                 serial.contains(&admitted),
                 "no serial order admits {admitted}: {calls:?}"
             );
-            let m = limits.members();
-            let left = (left(&m[0], clock), left(&m[1], clock));
             assert_eq!(
-                left,
+                left_in_each(limits, clock),
                 (3 - admitted, 2 - admitted),
                 "charged wrongly: {calls:?}"
             );
@@ -335,9 +338,8 @@ fn sliding_rollover_at_a_frozen_instant(
         |clock: &ManualClock, limits: &GroupModel, calls: &[Calls]| {
             let admitted = admitted_units(calls);
             assert_eq!(admitted, 1, "slot 0's 2 still count: {calls:?}");
-            let m = limits.members();
             assert_eq!(
-                (left(&m[0], clock), left(&m[1], clock)),
+                left_in_each(limits, clock),
                 (0, 10 - admitted),
                 "charged wrongly: {calls:?}"
             );

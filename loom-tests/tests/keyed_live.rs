@@ -264,16 +264,6 @@ fn race(s: Scenario, plant: KeyedLivePlant) -> impl Fn() + Send + Sync + 'static
     }
 }
 
-/// A test running the model `$name` of `$scenario` on the sound protocol.
-macro_rules! sound_race {
-    ($test:ident, $name:literal, $scenario:expr) => {
-        #[test]
-        fn $test() {
-            model($name, race($scenario, KeyedLivePlant::Sound));
-        }
-    };
-}
-
 // 1. A request racing one change.
 
 /// 10/s (burst 2) drained at 0, read at 50 ms: 1.5 tokens used. One thread tightens the plan
@@ -306,18 +296,6 @@ const LOOSENED: Scenario = Scenario {
     probes: &[Op::Acquire(1), Op::Acquire(1), Op::Acquire(1)],
 };
 
-sound_race!(
-    a_request_racing_a_tightening_is_judged_by_one_quota,
-    "keyed live: a request racing a tightening",
-    TIGHTENED
-);
-
-sound_race!(
-    a_request_racing_a_loosening_is_judged_by_one_quota,
-    "keyed live: a request racing a loosening",
-    LOOSENED
-);
-
 // 2. A request racing two changes.
 
 /// 1/s (burst 2), one token taken at 0, read at 500 ms: half a token used. One thread changes
@@ -335,12 +313,6 @@ const TWO_CHANGES: Scenario = Scenario {
     ],
     probes: &[Op::Acquire(1), Op::Acquire(1)],
 };
-
-sound_race!(
-    a_request_racing_two_changes_is_judged_by_one_quota,
-    "keyed live: a request racing two changes",
-    TWO_CHANGES
-);
 
 /// 1/s (burst 2), one token taken at 0, read at 500 ms: half a token used. One thread changes
 /// the plan to 10/s (burst 2), then back to 1/s (burst 2), while the other asks for a token:
@@ -362,12 +334,6 @@ const TWO_CHANGES_ADMITTED: Scenario = Scenario {
         Op::Acquire(1),
     ],
 };
-
-sound_race!(
-    a_request_racing_two_changes_within_every_quota_is_admitted,
-    "keyed live: a request within every quota racing two changes",
-    TWO_CHANGES_ADMITTED
-);
 
 // 3. An idle key through two changes.
 
@@ -392,12 +358,6 @@ const IDLE_TWO_CHANGES: Scenario = Scenario {
     ],
 };
 
-sound_race!(
-    an_idle_key_through_two_changes_keeps_its_level,
-    "keyed live: an idle key through two changes",
-    IDLE_TWO_CHANGES
-);
-
 // 4. Eviction racing a change and a request.
 
 /// 2/s (burst 2), one token taken at 0, read at 1 s: full again, so the key may be evicted.
@@ -415,12 +375,6 @@ const EVICTION: Scenario = Scenario {
     ],
     probes: &[Op::Acquire(1), Op::Evict, Op::Acquire(1)],
 };
-
-sound_race!(
-    an_eviction_racing_a_change_and_a_request_loses_nothing,
-    "keyed live: an eviction racing a change and a request",
-    EVICTION
-);
 
 /// 10/s (burst 2) drained at 0, tightened to 1/s (burst 2) at 50 ms, read at 300 ms, the word
 /// not carried yet: counted in the old quota it is full again (its `tat` is 200 ms), carried
@@ -445,11 +399,32 @@ const EVICTION_UNDER_THE_CURRENT_QUOTA: Scenario = Scenario {
     probes: &[Op::Evict, Op::Acquire(1), Op::Acquire(1), Op::Acquire(1)],
 };
 
-sound_race!(
-    an_eviction_racing_a_change_judges_the_key_under_the_current_quota,
-    "keyed live: an eviction racing a change, under the current quota",
-    EVICTION_UNDER_THE_CURRENT_QUOTA
-);
+// The sound protocol through every scenario.
+
+/// Each scenario on the sound protocol: every call answers as in some serial order.
+#[test]
+fn the_sound_protocol_answers_as_some_serial_order() {
+    for (name, s) in [
+        ("a request racing a tightening", TIGHTENED),
+        ("a request racing a loosening", LOOSENED),
+        ("a request racing two changes", TWO_CHANGES),
+        (
+            "a request within every quota racing two changes",
+            TWO_CHANGES_ADMITTED,
+        ),
+        ("an idle key through two changes", IDLE_TWO_CHANGES),
+        ("an eviction racing a change and a request", EVICTION),
+        (
+            "an eviction racing a change, under the current quota",
+            EVICTION_UNDER_THE_CURRENT_QUOTA,
+        ),
+    ] {
+        model(
+            &format!("keyed live: {name}"),
+            race(s, KeyedLivePlant::Sound),
+        );
+    }
+}
 
 // The planted defects, each through every model that catches it.
 

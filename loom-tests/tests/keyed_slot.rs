@@ -44,42 +44,43 @@ trait Slot: Send + Sync + 'static {
     fn try_evict(&self, now_ns: u64, plant: Self::Plant) -> bool;
 }
 
-impl Slot for WordSlotModel {
-    type Plant = WordPlant;
-    const SOUND: WordPlant = WordPlant::Sound;
-    const IDLE: Duration = Duration::from_secs(1);
+/// [`Slot`] for a slot model of `tollgate::__loom`: its `acquire` and `try_evict` run the
+/// protocol its plant names, `$fresh` makes a fresh limiter, `$idle` is its `IDLE`.
+macro_rules! slot_model {
+    ($model:ident, $plant:ident, $fresh:ident, $idle:expr) => {
+        impl Slot for $model {
+            type Plant = $plant;
+            const SOUND: $plant = $plant::Sound;
+            const IDLE: Duration = $idle;
 
-    fn fresh(limit: u64) -> Self {
-        WordSlotModel::token_bucket(limit)
-    }
+            fn fresh(limit: u64) -> Self {
+                $model::$fresh(limit)
+            }
 
-    fn acquire(&self, now_ns: u64, plant: WordPlant) -> Option<bool> {
-        WordSlotModel::acquire(self, now_ns, plant)
-    }
+            fn acquire(&self, now_ns: u64, plant: $plant) -> Option<bool> {
+                $model::acquire(self, now_ns, plant)
+            }
 
-    fn try_evict(&self, now_ns: u64, plant: WordPlant) -> bool {
-        WordSlotModel::try_evict(self, now_ns, plant)
-    }
+            fn try_evict(&self, now_ns: u64, plant: $plant) -> bool {
+                $model::try_evict(self, now_ns, plant)
+            }
+        }
+    };
 }
 
-impl Slot for StateSlotModel {
-    type Plant = StatePlant;
-    const SOUND: StatePlant = StatePlant::Sound;
-    // The sliding window counts an admission for up to a period and one slot.
-    const IDLE: Duration = Duration::from_secs(2);
-
-    fn fresh(limit: u64) -> Self {
-        StateSlotModel::sliding_window(limit)
-    }
-
-    fn acquire(&self, now_ns: u64, plant: StatePlant) -> Option<bool> {
-        StateSlotModel::acquire(self, now_ns, plant)
-    }
-
-    fn try_evict(&self, now_ns: u64, plant: StatePlant) -> bool {
-        StateSlotModel::try_evict(self, now_ns, plant)
-    }
-}
+slot_model!(
+    WordSlotModel,
+    WordPlant,
+    token_bucket,
+    Duration::from_secs(1)
+);
+// The sliding window counts an admission for up to a period and one slot.
+slot_model!(
+    StateSlotModel,
+    StatePlant,
+    sliding_window,
+    Duration::from_secs(2)
+);
 
 /// A one-key map. `entry` is 0 (no limiter) or `i + 1` (the limiter `slots[i]`); each new
 /// limiter takes the next unused slot, so a removed limiter is never reused.
@@ -254,14 +255,34 @@ fn time_moving<S: Slot>(requester: S::Plant) {
     );
 }
 
+/// The sound models on the protocol of `S`, each named `{protocol}: {scenario}`: a request
+/// and a sweep under a moving clock admit once, a request racing an eviction is never lost,
+/// two requests and an eviction admit exactly the limit, two sweeps racing a request keep it.
+fn sound_models<S: Slot>(protocol: &str) {
+    let name = |scenario: &str| format!("{protocol}: {scenario}");
+    loom_tests::model(
+        &name("time moving under a request and a sweep"),
+        time_moving_under_a_request_and_a_sweep::<S>(S::SOUND),
+    );
+    loom_tests::model(
+        &name("a request racing an eviction"),
+        one_request_against_one_eviction::<S>(S::SOUND, S::SOUND),
+    );
+    loom_tests::model(
+        &name("two requests and an eviction"),
+        two_requests_and_an_eviction::<S>,
+    );
+    loom_tests::model(
+        &name("two sweeps racing a request"),
+        two_sweeps_and_a_request::<S>(S::SOUND),
+    );
+}
+
 // The one-word protocol (token bucket).
 
 #[test]
-fn word_time_moving_under_a_request_and_a_sweep_admits_once() {
-    loom_tests::model(
-        "keyed word slot: time moving under a request and a sweep",
-        time_moving_under_a_request_and_a_sweep::<WordSlotModel>(WordPlant::Sound),
-    );
+fn the_word_slot_passes_the_sound_models() {
+    sound_models::<WordSlotModel>("keyed word slot");
 }
 
 /// Planted: a requester that reads the mark redoes without the `Acquire` fence. loom must
@@ -273,30 +294,6 @@ fn planted_word_requester_without_fence_is_caught() {
         "keyed word slot mutant: requester skips the fence",
         "admitted 2 of two",
         time_moving_under_a_request_and_a_sweep::<WordSlotModel>(WordPlant::RequesterSkipsFence),
-    );
-}
-
-#[test]
-fn word_a_request_racing_an_eviction_is_never_lost() {
-    loom_tests::model(
-        "keyed word slot: a request racing an eviction",
-        one_request_against_one_eviction::<WordSlotModel>(WordPlant::Sound, WordPlant::Sound),
-    );
-}
-
-#[test]
-fn word_two_requests_and_an_eviction_admit_exactly_the_limit() {
-    loom_tests::model(
-        "keyed word slot: two requests and an eviction",
-        two_requests_and_an_eviction::<WordSlotModel>,
-    );
-}
-
-#[test]
-fn word_two_sweeps_racing_a_request_keep_it() {
-    loom_tests::model(
-        "keyed word slot: two sweeps racing a request",
-        two_sweeps_and_a_request::<WordSlotModel>(WordPlant::Sound),
     );
 }
 
@@ -345,35 +342,8 @@ fn planted_word_requester_that_trusts_the_mark_is_caught() {
 // The state-word protocol (sliding window).
 
 #[test]
-fn state_time_moving_under_a_request_and_a_sweep_admits_once() {
-    loom_tests::model(
-        "keyed state slot: time moving under a request and a sweep",
-        time_moving_under_a_request_and_a_sweep::<StateSlotModel>(StatePlant::Sound),
-    );
-}
-
-#[test]
-fn state_a_request_racing_an_eviction_is_never_lost() {
-    loom_tests::model(
-        "keyed state slot: a request racing an eviction",
-        one_request_against_one_eviction::<StateSlotModel>(StatePlant::Sound, StatePlant::Sound),
-    );
-}
-
-#[test]
-fn state_two_requests_and_an_eviction_admit_exactly_the_limit() {
-    loom_tests::model(
-        "keyed state slot: two requests and an eviction",
-        two_requests_and_an_eviction::<StateSlotModel>,
-    );
-}
-
-#[test]
-fn state_two_sweeps_racing_a_request_keep_it() {
-    loom_tests::model(
-        "keyed state slot: two sweeps racing a request",
-        two_sweeps_and_a_request::<StateSlotModel>(StatePlant::Sound),
-    );
+fn the_state_slot_passes_the_sound_models() {
+    sound_models::<StateSlotModel>("keyed state slot");
 }
 
 /// Planted: without the round in the state word. loom must find the ABA: a sweep whose

@@ -31,8 +31,8 @@ use tollgate::__loom::token_bucket::Gcra;
 use tollgate::__loom::{planted_stale_refund, Algo, GroupModel, RateLimiter};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Clock, FixedWindow, Limiter, Limits, LiveFixedWindow, LiveSlidingWindow, ManualClock, Member,
-    Quota, SlidingWindow, TokenBucket,
+    Clock, FixedWindow, Limiter, LiveFixedWindow, LiveSlidingWindow, ManualClock, Member, Quota,
+    SlidingWindow, TokenBucket,
 };
 
 const OVER: &str = "over the limit in the later window";
@@ -185,35 +185,29 @@ fn mutant_bucket(c: Split) -> RateLimiter<BucketBehindReading, Split> {
     emptied(mutant(Gcra::params(&two()).expect("valid"), c))
 }
 
-fn group_of(member: Member, c: Split) -> Limits<Split> {
-    Limits::try_new(c, [std::sync::Arc::new(member)]).expect("one member")
+/// The real group, for [`group_of`].
+const SOUND: bool = false;
+/// The group refunding through the refund helpers as they were before their stale checks.
+const STALE: bool = true;
+
+/// A `Limits` group of `member` alone on `c`: the real group, or the [`STALE`] one.
+fn group_of<const STALE_REFUND: bool>(member: Member, c: Split) -> GroupModel<Split> {
+    let members = [std::sync::Arc::new(member)];
+    if STALE_REFUND {
+        planted_stale_refund(c, members)
+    } else {
+        GroupModel::sound(c, members)
+    }
 }
-fn group_fixed(c: Split) -> Limits<Split> {
-    group_of(Member::fixed_window(two()), c)
+fn group_fixed<const STALE_REFUND: bool>(c: Split) -> GroupModel<Split> {
+    group_of::<STALE_REFUND>(Member::fixed_window(two()), c)
 }
-fn group_sliding(c: Split) -> Limits<Split> {
-    group_of(
-        Member::try_sliding_window_with_slots(two(), 2).expect("valid"),
-        c,
-    )
+fn group_sliding<const STALE_REFUND: bool>(c: Split) -> GroupModel<Split> {
+    let member = Member::try_sliding_window_with_slots(two(), 2).expect("valid");
+    group_of::<STALE_REFUND>(member, c)
 }
-fn group_bucket(c: Split) -> Limits<Split> {
-    emptied(group_of(Member::token_bucket(two()), c))
-}
-fn stale_group_of(member: Member, c: Split) -> GroupModel<Split> {
-    planted_stale_refund(c, [std::sync::Arc::new(member)])
-}
-fn stale_group_fixed(c: Split) -> GroupModel<Split> {
-    stale_group_of(Member::fixed_window(two()), c)
-}
-fn stale_group_sliding(c: Split) -> GroupModel<Split> {
-    stale_group_of(
-        Member::try_sliding_window_with_slots(two(), 2).expect("valid"),
-        c,
-    )
-}
-fn stale_group_bucket(c: Split) -> GroupModel<Split> {
-    emptied(stale_group_of(Member::token_bucket(two()), c))
+fn group_bucket<const STALE_REFUND: bool>(c: Split) -> GroupModel<Split> {
+    emptied(group_of::<STALE_REFUND>(Member::token_bucket(two()), c))
 }
 fn live_fixed(c: Split) -> LiveFixedWindow<Split> {
     LiveFixedWindow::with_clock(two(), c)
@@ -241,26 +235,32 @@ fn a_fixed_window_refund_racing_a_rollover() {
 
 #[test]
 fn group_and_live_refunds_racing_a_rollover() {
-    model("refund/Limits fixed window member", fixed(group_fixed));
+    model(
+        "refund/Limits fixed window member",
+        fixed(group_fixed::<SOUND>),
+    );
     model(
         "refund/Limits sliding window member",
-        sliding(group_sliding),
+        sliding(group_sliding::<SOUND>),
     );
-    model("refund/Limits token bucket member", bucket(group_bucket));
+    model(
+        "refund/Limits token bucket member",
+        bucket(group_bucket::<SOUND>),
+    );
     expect_caught(
         "refund/Limits fixed window member refunding into a later window",
         OVER,
-        fixed(stale_group_fixed),
+        fixed(group_fixed::<STALE>),
     );
     expect_caught(
         "refund/Limits sliding window member refunding into a later slot",
         OVER,
-        sliding(stale_group_sliding),
+        sliding(group_sliding::<STALE>),
     );
     expect_caught(
         "refund/Limits token bucket member refunding on a reading behind the word's",
         OVER,
-        bucket(stale_group_bucket),
+        bucket(group_bucket::<STALE>),
     );
     model("refund/LiveFixedWindow", fixed(live_fixed));
     model("refund/LiveSlidingWindow", sliding(live_sliding));

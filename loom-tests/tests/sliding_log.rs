@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_log::{NoLock, UnvalidatedRead};
-use loom_tests::{exactly_admitted_models, expect_caught, frozen, model, Step, NOT_SERIALIZABLE};
-use tollgate::__loom::{sliding_log::Log, Algo, RateLimiter};
+use loom_tests::{
+    exactly_admitted_models, expect_caught, frozen, real_and_twin, Step, NOT_SERIALIZABLE,
+};
+use tollgate::__loom::sliding_log::{Log, LogParams};
+use tollgate::__loom::{Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingLog;
 use tollgate::{Limiter, ManualClock, Quota, SlidingLog};
 
@@ -90,90 +93,43 @@ exactly_admitted_models! {
         1;
 }
 
-fn real1(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
+/// The log of `LIMIT` per 10 s.
+fn real<const LIMIT: u64>(c: ManualClock) -> SlidingLog<ManualClock> {
+    SlidingLog::try_with_clock(quota(LIMIT), c).expect("a small log allocates")
 }
-fn twin1(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::try_with_clock(quota(1), c).expect("a small log allocates")
+/// Its mutex twin.
+fn twin<const LIMIT: u64>(c: ManualClock) -> MutexSlidingLog<ManualClock> {
+    MutexSlidingLog::try_with_clock(quota(LIMIT), c).expect("a small log allocates")
 }
-fn no_lock1(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
-    mutant(Log::params(&quota(1)).expect("valid"), c)
-}
-fn real2(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
-}
-fn real3(c: ManualClock) -> SlidingLog<ManualClock> {
-    SlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
-}
-fn twin2(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::try_with_clock(quota(2), c).expect("a small log allocates")
-}
-fn twin3(c: ManualClock) -> MutexSlidingLog<ManualClock> {
-    MutexSlidingLog::try_with_clock(quota(3), c).expect("a small log allocates")
-}
-fn unvalidated2(c: ManualClock) -> RateLimiter<UnvalidatedRead, ManualClock> {
-    mutant(Log::params(&quota(2)).expect("valid"), c)
-}
-fn no_lock2(c: ManualClock) -> RateLimiter<NoLock, ManualClock> {
-    mutant(Log::params(&quota(2)).expect("valid"), c)
+/// The log with the planted mutant `M`.
+fn planted<M: Algo<Params = LogParams>, const LIMIT: u64>(
+    c: ManualClock,
+) -> RateLimiter<M, ManualClock> {
+    mutant(Log::params(&quota(LIMIT)).expect("valid"), c)
 }
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    model("sliding_log/frozen 2x1", two_racers_one_unit_each(real1));
-    model(
-        "sliding_log/frozen mixed costs 2x1",
-        two_racers_mixed_costs(real2),
-    );
-    model("sliding_log/frozen 2x2", two_racers_two_calls_each(real3));
+    real_and_twin! { "sliding_log/", real, twin;
+        "frozen 2x1": two_racers_one_unit_each(1);
+        "frozen mixed costs 2x1": two_racers_mixed_costs(2);
+        "frozen 2x2": two_racers_two_calls_each(3);
+    }
 }
 
 #[test]
 fn denials_racing_an_admission_read_a_consistent_log() {
-    model(
-        "sliding_log/denials racing an admission 2x1",
-        denials_racing_an_admission(real2),
-    );
+    real_and_twin! { "sliding_log/", real, twin;
+        "denials racing an admission 2x1": denials_racing_an_admission(2);
+    }
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "sliding_log/clock advance",
-        clock_advance_racing_admissions(real2),
-    );
-    model(
-        "sliding_log/clock step back",
-        clock_step_back_racing_admissions(real2),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    model(
-        "sliding_log/twin frozen 2x1",
-        two_racers_one_unit_each(twin1),
-    );
-    model(
-        "sliding_log/twin frozen mixed costs 2x1",
-        two_racers_mixed_costs(twin2),
-    );
-    model(
-        "sliding_log/twin frozen 2x2",
-        two_racers_two_calls_each(twin3),
-    );
-    model(
-        "sliding_log/twin denials racing an admission 2x1",
-        denials_racing_an_admission(twin2),
-    );
-    model(
-        "sliding_log/twin clock advance",
-        clock_advance_racing_admissions(twin2),
-    );
-    model(
-        "sliding_log/twin clock step back",
-        clock_step_back_racing_admissions(twin2),
-    );
+    real_and_twin! { "sliding_log/", real, twin;
+        "clock advance": clock_advance_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
@@ -181,7 +137,7 @@ fn unvalidated_optimistic_read_mutant_is_caught() {
     expect_caught(
         "sliding_log/unvalidated optimistic read, denials racing an admission 2x1",
         NOT_SERIALIZABLE,
-        denials_racing_an_admission(unvalidated2),
+        denials_racing_an_admission(planted::<UnvalidatedRead, 2>),
     );
 }
 
@@ -190,11 +146,11 @@ fn admission_without_the_lock_mutant_is_caught() {
     expect_caught(
         "sliding_log/admission without the lock, frozen 2x1",
         NOT_SERIALIZABLE,
-        two_racers_one_unit_each(no_lock1),
+        two_racers_one_unit_each(planted::<NoLock, 1>),
     );
     expect_caught(
         "sliding_log/admission without the lock, clock advance",
         "over the limit",
-        clock_advance_racing_admissions(no_lock2),
+        clock_advance_racing_admissions(planted::<NoLock, 2>),
     );
 }

@@ -16,9 +16,9 @@ use loom_tests::mutants::mutant;
 use loom_tests::mutants::sliding_window::{RelaxedHead, RingAfterCas, StaleRingStore};
 use loom_tests::{
     admitted_units, drain, exactly_admitted_models, expect_caught, frozen, frozen_models, model,
-    scenario, Step, NOT_SERIALIZABLE,
+    real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
-use tollgate::__loom::{sliding_window::Geometry, RateLimiter};
+use tollgate::__loom::{sliding_window::Geometry, Algo, RateLimiter};
 use tollgate::baseline::MutexSlidingWindow;
 use tollgate::{Limiter, ManualClock, Quota, SlidingWindow};
 
@@ -130,8 +130,10 @@ exactly_admitted_models! {
 /// in 64 bits at these slots, so the head is a 128-bit word (under loom, one loom word holding
 /// the number of its value: every access still seen with its ordering).
 const WIDE: u64 = 1 << 16;
+/// The wide models' limit.
+const WIDE_LIMIT: u64 = 4 * WIDE;
 
-/// [`delayed_mover`] on the wide head: limit `4 × WIDE`, every cost `WIDE`; at slot 2 the
+/// [`delayed_mover`] on the wide head: limit [`WIDE_LIMIT`], every cost `WIDE`; at slot 2 the
 /// window is full, so one more unit is denied.
 fn delayed_mover_wide<L: Limiter + 'static>(
     make: fn(ManualClock) -> L,
@@ -156,101 +158,61 @@ fn delayed_mover_wide<L: Limiter + 'static>(
     )
 }
 
-fn real2(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
+/// The window of `LIMIT` per 2 s.
+fn real<const LIMIT: u64>(c: ManualClock) -> SlidingWindow<ManualClock> {
+    SlidingWindow::try_with_slots(quota(LIMIT), SLOTS, c).expect("valid slots")
 }
-fn real3(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
+/// Its mutex twin.
+fn twin<const LIMIT: u64>(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
+    MutexSlidingWindow::try_with_slots(quota(LIMIT), SLOTS, c).expect("valid slots")
 }
-fn twin2(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::try_with_slots(quota(2), SLOTS, c).expect("valid slots")
-}
-fn twin3(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::try_with_slots(quota(3), SLOTS, c).expect("valid slots")
-}
-fn real4(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::try_with_slots(quota(4), SLOTS, c).expect("valid slots")
-}
-fn twin4(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::try_with_slots(quota(4), SLOTS, c).expect("valid slots")
-}
-fn stale_store4(c: ManualClock) -> RateLimiter<StaleRingStore, ManualClock> {
-    mutant(geometry(4), c)
-}
-fn wide_quota() -> Quota {
-    quota(4 * WIDE)
-}
-fn real_wide(c: ManualClock) -> SlidingWindow<ManualClock> {
-    SlidingWindow::try_with_slots(wide_quota(), SLOTS, c).expect("valid slots")
-}
-fn twin_wide(c: ManualClock) -> MutexSlidingWindow<ManualClock> {
-    MutexSlidingWindow::try_with_slots(wide_quota(), SLOTS, c).expect("valid slots")
-}
-fn stale_store_wide(c: ManualClock) -> RateLimiter<StaleRingStore, ManualClock> {
-    mutant(wide_geometry(), c)
-}
-fn wide_geometry() -> Geometry {
-    let g = Geometry::new(&wide_quota(), SLOTS).expect("valid slots");
-    assert!(!g.narrow(), "the wide models run on a wide head");
-    g
-}
-fn geometry(limit: u64) -> Geometry {
-    Geometry::new(&quota(limit), SLOTS).expect("valid slots")
-}
-fn relaxed3(c: ManualClock) -> RateLimiter<RelaxedHead, ManualClock> {
-    mutant(geometry(3), c)
-}
-fn late_ring3(c: ManualClock) -> RateLimiter<RingAfterCas, ManualClock> {
-    mutant(geometry(3), c)
+/// The window with the planted mutant `M`.
+fn planted<M: Algo<Params = Geometry>, const LIMIT: u64>(
+    c: ManualClock,
+) -> RateLimiter<M, ManualClock> {
+    let g = Geometry::new(&quota(LIMIT), SLOTS).expect("valid slots");
+    assert!(
+        LIMIT < WIDE_LIMIT || !g.narrow(),
+        "the wide models run on a wide head"
+    );
+    mutant(g, c)
 }
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    frozen_models("sliding_window/", real2, real3, MID);
+    frozen_models("sliding_window/", real::<2>, real::<3>, MID);
+    frozen_models("sliding_window/twin ", twin::<2>, twin::<3>, MID);
 }
 
 #[test]
 fn slot_rollover_racing_admissions() {
-    model(
-        "sliding_window/slot rollover at a frozen instant 3x1",
-        slot_rollover_at_a_frozen_instant(real3),
-    );
-    model(
-        "sliding_window/rollover racing a clock advance",
-        rollover_racing_admissions(real2),
-    );
-    model(
-        "sliding_window/second move reads the ring 2x",
-        second_move_reads_the_ring(real3),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "slot rollover at a frozen instant 3x1": slot_rollover_at_a_frozen_instant(3);
+        "rollover racing a clock advance": rollover_racing_admissions(2);
+        "second move reads the ring 2x": second_move_reads_the_ring(3);
+    }
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "sliding_window/expiry racing a clock advance",
-        expiry_racing_admissions(real2),
-    );
-    model(
-        "sliding_window/clock step back",
-        clock_step_back_racing_admissions(real2),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "expiry racing a clock advance": expiry_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
 fn a_delayed_mover_never_lowers_a_finished_slot() {
-    model("sliding_window/delayed mover 3x1", delayed_mover(real4));
-    model(
-        "sliding_window/twin delayed mover 3x1",
-        delayed_mover(twin4),
-    );
+    real_and_twin! { "sliding_window/", real, twin;
+        "delayed mover 3x1": delayed_mover(4);
+    }
     model(
         "sliding_window/wide head, delayed mover 3x1",
-        delayed_mover_wide(real_wide),
+        delayed_mover_wide(real::<WIDE_LIMIT>),
     );
     model(
         "sliding_window/twin wide, delayed mover 3x1",
-        delayed_mover_wide(twin_wide),
+        delayed_mover_wide(twin::<WIDE_LIMIT>),
     );
 }
 
@@ -259,66 +221,39 @@ fn stale_ring_store_mutant_is_caught() {
     expect_caught(
         "sliding_window/ring stored, not fetch_max, delayed mover 3x1",
         "over the limit",
-        delayed_mover(stale_store4),
+        delayed_mover(planted::<StaleRingStore, 4>),
     );
     expect_caught(
         "sliding_window/ring stored, not fetch_max, wide head, delayed mover 3x1",
         "over the limit",
-        delayed_mover_wide(stale_store_wide),
+        delayed_mover_wide(planted::<StaleRingStore, WIDE_LIMIT>),
     );
 }
 
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    frozen_models("sliding_window/twin ", twin2, twin3, MID);
-    model(
-        "sliding_window/twin slot rollover at a frozen instant 3x1",
-        slot_rollover_at_a_frozen_instant(twin3),
+/// An ordering mutant (`RelaxedHead`, `RingAfterCas`: a mover may read a ring entry from
+/// before it was written) over-admits in both rollover models that move the head past a
+/// finished slot.
+fn ordering_mutant_is_caught<M: Algo<Params = Geometry> + 'static>(mutant: &str) {
+    expect_caught(
+        &format!("sliding_window/{mutant}, slot rollover 3x1"),
+        NOT_SERIALIZABLE,
+        slot_rollover_at_a_frozen_instant(planted::<M, 3>),
     );
-    model(
-        "sliding_window/twin rollover racing a clock advance",
-        rollover_racing_admissions(twin2),
-    );
-    model(
-        "sliding_window/twin second move reads the ring 2x",
-        second_move_reads_the_ring(twin3),
-    );
-    model(
-        "sliding_window/twin expiry racing a clock advance",
-        expiry_racing_admissions(twin2),
-    );
-    model(
-        "sliding_window/twin clock step back",
-        clock_step_back_racing_admissions(twin2),
+    expect_caught(
+        &format!("sliding_window/{mutant}, second move reads the ring 2x"),
+        "over the limit",
+        second_move_reads_the_ring(planted::<M, 3>),
     );
 }
 
 #[test]
 fn relaxed_head_mutant_is_caught() {
-    expect_caught(
-        "sliding_window/Relaxed head load, slot rollover 3x1",
-        NOT_SERIALIZABLE,
-        slot_rollover_at_a_frozen_instant(relaxed3),
-    );
-    expect_caught(
-        "sliding_window/Relaxed head load, second move reads the ring 2x",
-        "over the limit",
-        second_move_reads_the_ring(relaxed3),
-    );
+    ordering_mutant_is_caught::<RelaxedHead>("Relaxed head load");
 }
 
 #[test]
 fn ring_write_after_cas_mutant_is_caught() {
-    expect_caught(
-        "sliding_window/ring write after the CAS, slot rollover 3x1",
-        NOT_SERIALIZABLE,
-        slot_rollover_at_a_frozen_instant(late_ring3),
-    );
-    expect_caught(
-        "sliding_window/ring write after the CAS, second move reads the ring 2x",
-        "over the limit",
-        second_move_reads_the_ring(late_ring3),
-    );
+    ordering_mutant_is_caught::<RingAfterCas>("ring write after the CAS");
 }
 
 /// Limit 3, slot 1 holds 1. One thread takes 2 more while another refunds 1, both in slot
@@ -348,10 +283,10 @@ fn refund_racing_an_admission<L: Limiter + 'static>(
 fn a_refund_racing_an_admission_loses_neither() {
     model(
         "sliding_window/refund racing admission",
-        refund_racing_an_admission(real3),
+        refund_racing_an_admission(real::<3>),
     );
     model(
         "sliding_window/refund racing admission (twin)",
-        refund_racing_an_admission(twin3),
+        refund_racing_an_admission(twin::<3>),
     );
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use loom_tests::mutants::{mutant, token_bucket::LoadStore};
 use loom_tests::{
     admitted_units, drain, exactly_admitted_models, expect_caught, frozen_models,
-    frozen_three_units, frozen_two_calls_each, model, scenario, Step, NOT_SERIALIZABLE,
+    frozen_three_units, frozen_two_calls_each, real_and_twin, scenario, Step, NOT_SERIALIZABLE,
 };
 use tollgate::__loom::{token_bucket::Gcra, Algo, RateLimiter};
 use tollgate::baseline::MutexTokenBucket;
@@ -57,53 +57,31 @@ exactly_admitted_models! {
         1;
 }
 
-fn real2(c: ManualClock) -> TokenBucket<ManualClock> {
-    TokenBucket::with_clock(quota(2), c)
+/// The bucket of `LIMIT` per second.
+fn real<const LIMIT: u64>(c: ManualClock) -> TokenBucket<ManualClock> {
+    TokenBucket::with_clock(quota(LIMIT), c)
 }
-fn real3(c: ManualClock) -> TokenBucket<ManualClock> {
-    TokenBucket::with_clock(quota(3), c)
+/// Its mutex twin.
+fn twin<const LIMIT: u64>(c: ManualClock) -> MutexTokenBucket<ManualClock> {
+    MutexTokenBucket::with_clock(quota(LIMIT), c)
 }
-fn twin2(c: ManualClock) -> MutexTokenBucket<ManualClock> {
-    MutexTokenBucket::with_clock(quota(2), c)
-}
-fn twin3(c: ManualClock) -> MutexTokenBucket<ManualClock> {
-    MutexTokenBucket::with_clock(quota(3), c)
-}
-fn mutant2(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
-    mutant(Gcra::params(&quota(2)).expect("valid"), c)
-}
-fn mutant3(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
-    mutant(Gcra::params(&quota(3)).expect("valid"), c)
+/// The bucket committing by load and store.
+fn planted<const LIMIT: u64>(c: ManualClock) -> RateLimiter<LoadStore, ManualClock> {
+    mutant(Gcra::params(&quota(LIMIT)).expect("valid"), c)
 }
 
 #[test]
 fn frozen_instant_admits_exactly_what_is_left() {
-    frozen_models("token_bucket/", real2, real3, 3 * SECOND);
+    frozen_models("token_bucket/", real::<2>, real::<3>, 3 * SECOND);
+    frozen_models("token_bucket/twin ", twin::<2>, twin::<3>, 3 * SECOND);
 }
 
 #[test]
 fn clock_moves_racing_admissions() {
-    model(
-        "token_bucket/clock advance",
-        clock_advance_racing_admissions(real2),
-    );
-    model(
-        "token_bucket/clock step back",
-        clock_step_back_racing_admissions(real2),
-    );
-}
-
-#[test]
-fn mutex_twin_passes_the_same_models() {
-    frozen_models("token_bucket/twin ", twin2, twin3, 3 * SECOND);
-    model(
-        "token_bucket/twin clock advance",
-        clock_advance_racing_admissions(twin2),
-    );
-    model(
-        "token_bucket/twin clock step back",
-        clock_step_back_racing_admissions(twin2),
-    );
+    real_and_twin! { "token_bucket/", real, twin;
+        "clock advance": clock_advance_racing_admissions(2);
+        "clock step back": clock_step_back_racing_admissions(2);
+    }
 }
 
 #[test]
@@ -111,16 +89,16 @@ fn load_then_store_mutant_is_caught() {
     expect_caught(
         "token_bucket/load-then-store, frozen 3x1",
         NOT_SERIALIZABLE,
-        frozen_three_units(mutant2, 3 * SECOND),
+        frozen_three_units(planted::<2>, 3 * SECOND),
     );
     expect_caught(
         "token_bucket/load-then-store, frozen 2x2",
         NOT_SERIALIZABLE,
-        frozen_two_calls_each(mutant3, 3 * SECOND),
+        frozen_two_calls_each(planted::<3>, 3 * SECOND),
     );
     expect_caught(
         "token_bucket/load-then-store, clock advance",
         "over the limit or lost",
-        clock_advance_racing_admissions(mutant2),
+        clock_advance_racing_admissions(planted::<2>),
     );
 }

@@ -74,52 +74,42 @@ impl<C: Clock> Limiter for GroupModel<C> {
     }
 }
 
-/// A group whose bucket rollback restores the word it replaced even when others have written
-/// since (a token handed out twice).
-pub fn planted_store_rollback(
-    clock: ManualClock,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> GroupModel {
-    GroupModel::planted(clock, members, Plant::StoreRollback)
+/// Constructors of a group with one planted defect each, on any clock (`name: Plant;`).
+macro_rules! planted_groups {
+    ($($(#[$doc:meta])* $name:ident: $plant:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name<C: Clock>(
+            clock: C,
+            members: impl IntoIterator<Item = Arc<Member>>,
+        ) -> GroupModel<C> {
+            GroupModel::planted(clock, members, Plant::$plant)
+        }
+    )*};
 }
 
-/// A group whose sliding member's rollback subtracts its units from the head even after the
-/// head has moved to a later slot (a token handed out twice: the charge stays counted in the
-/// finished slot, and the head gives back another's unit).
-pub fn planted_any_slot_rollback(
-    clock: ManualClock,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> GroupModel {
-    GroupModel::planted(clock, members, Plant::AnySlotRollback)
-}
+planted_groups! {
+    /// A group whose bucket rollback restores the word it replaced even when others have written
+    /// since (a token handed out twice).
+    planted_store_rollback: StoreRollback;
 
-/// A group whose bucket rollback, after others charged, subtracts the whole charge while its
-/// own clock reads before the charge's `tat` (the part of the charge that had already
-/// refilled, and that a later charge built on, is handed out twice).
-pub fn planted_whole_charge_rollback(
-    clock: ManualClock,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> GroupModel {
-    GroupModel::planted(clock, members, Plant::WholeChargeBeforeTat)
-}
+    /// A group whose sliding member's rollback subtracts its units from the head even after the
+    /// head has moved to a later slot (a token handed out twice: the charge stays counted in the
+    /// finished slot, and the head gives back another's unit).
+    planted_any_slot_rollback: AnySlotRollback;
 
-/// A group whose peek loads a sliding member's head `Relaxed`, so that it may see a head past
-/// a slot without that slot's ring entry (and count too little).
-pub fn planted_relaxed_sliding_head(
-    clock: ManualClock,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> GroupModel {
-    GroupModel::planted(clock, members, Plant::RelaxedSlidingHead)
-}
+    /// A group whose bucket rollback, after others charged, subtracts the whole charge while its
+    /// own clock reads before the charge's `tat` (the part of the charge that had already refilled,
+    /// and that a later charge built on, is handed out twice).
+    planted_whole_charge_rollback: WholeChargeBeforeTat;
 
-/// A group whose members refund through the refund helpers as they were before their stale
-/// checks: a window or sliding member gives back units of a window (slot) later than the
-/// refund's reading, a bucket moves a `tat` more than the capacity past it (units the racing
-/// requests of the later window were admitted on are handed out again). On any clock: the
-/// refund models freeze the refund's own reading.
-pub fn planted_stale_refund<C: Clock>(
-    clock: C,
-    members: impl IntoIterator<Item = Arc<Member>>,
-) -> GroupModel<C> {
-    GroupModel::planted(clock, members, Plant::StaleRefund)
+    /// A group whose peek loads a sliding member's head `Relaxed`, so that it may see a head past a
+    /// slot without that slot's ring entry (and count too little).
+    planted_relaxed_sliding_head: RelaxedSlidingHead;
+
+    /// A group whose members refund through the refund helpers as they were before their stale
+    /// checks: a window or sliding member gives back units of a window (slot) later than the
+    /// refund's reading, a bucket moves a `tat` more than the capacity past it (units the racing
+    /// requests of the later window were admitted on are handed out again). The refund models
+    /// run it on a clock of their own, which freezes the refund's reading.
+    planted_stale_refund: StaleRefund;
 }

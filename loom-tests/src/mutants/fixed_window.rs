@@ -20,11 +20,10 @@ fn store_new_window(word: &AtomicU64, p: &WindowParams, current: u64, now_ns: u6
     }
 }
 
-/// The fixed window, opening windows by a plain store.
-#[derive(Debug)]
-pub struct StoreNewWindow;
-
-impl tollgate::__loom::Sealed for StoreNewWindow {}
+mutant! {
+    /// The fixed window, opening windows by a plain store.
+    StoreNewWindow
+}
 
 impl Algo for StoreNewWindow {
     same_as!(Fixed);

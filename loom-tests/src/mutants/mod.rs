@@ -33,7 +33,7 @@ use tollgate::__loom::{self, Algo, RateLimiter};
 use tollgate::Clock;
 
 /// The parts of an [`Algo`] a mutant takes from the real algorithm `$real` unchanged: its
-/// parameters, its state and how both are made.
+/// parameters, its state, how both are made and its `peek`; with `acquire`, its `acquire` too.
 macro_rules! same_as {
     ($real:ty) => {
         type Params = <$real as tollgate::__loom::Algo>::Params;
@@ -47,14 +47,33 @@ macro_rules! same_as {
             <$real as tollgate::__loom::Algo>::state(params)
         }
 
-        fn peek(
+        same_as!($real: peek);
+    };
+    ($real:ty, acquire) => {
+        same_as!($real);
+        same_as!($real: acquire);
+    };
+    // One decision of `$real` (`acquire` or `peek`: the same signature).
+    ($real:ty: $decide:ident) => {
+        fn $decide(
             state: &Self::State,
             params: &Self::Params,
             now_ns: u64,
             n: u64,
         ) -> tollgate::Decision {
-            <$real as tollgate::__loom::Algo>::peek(state, params, now_ns, n)
+            <$real as tollgate::__loom::Algo>::$decide(state, params, now_ns, n)
         }
+    };
+}
+
+/// A mutant's type: a unit struct, sealed as the real algorithms are; its `impl Algo` follows.
+macro_rules! mutant {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name;
+
+        impl tollgate::__loom::Sealed for $name {}
     };
 }
 

@@ -9,20 +9,14 @@ use tollgate::__loom::planted;
 use tollgate::__loom::sliding_window::{Geometry, Sliding, SlotRing};
 use tollgate::__loom::token_bucket::{ticks, Gcra};
 use tollgate::__loom::{update, Algo, AtomicU64, GcraParams, Ordering, WindowParams};
-use tollgate::Decision;
 
-/// The fixed window refunding into a later window.
-#[derive(Debug)]
-pub struct FixedLaterWindow;
-
-impl tollgate::__loom::Sealed for FixedLaterWindow {}
+mutant! {
+    /// The fixed window refunding into a later window.
+    FixedLaterWindow
+}
 
 impl Algo for FixedLaterWindow {
-    same_as!(Fixed);
-
-    fn acquire(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> Decision {
-        <Fixed as Algo>::acquire(word, p, now_ns, n)
-    }
+    same_as!(Fixed, acquire);
 
     fn refund(word: &AtomicU64, p: &WindowParams, now_ns: u64, n: u64) -> u64 {
         // Relaxed load and CAS: one word, publishing nothing (see the module's orderings).
@@ -37,18 +31,13 @@ impl Algo for FixedLaterWindow {
     }
 }
 
-/// The sliding window refunding into a later slot.
-#[derive(Debug)]
-pub struct SlidingLaterSlot;
-
-impl tollgate::__loom::Sealed for SlidingLaterSlot {}
+mutant! {
+    /// The sliding window refunding into a later slot.
+    SlidingLaterSlot
+}
 
 impl Algo for SlidingLaterSlot {
-    same_as!(Sliding);
-
-    fn acquire(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> Decision {
-        <Sliding as Algo>::acquire(s, g, now_ns, n)
-    }
+    same_as!(Sliding, acquire);
 
     fn refund(s: &SlotRing, g: &Geometry, now_ns: u64, n: u64) -> u64 {
         // Relaxed load and CAS: the refund publishes nothing, and as a read-modify-write it
@@ -66,18 +55,13 @@ impl Algo for SlidingLaterSlot {
     }
 }
 
-/// The token bucket refunding on a reading behind the word's.
-#[derive(Debug)]
-pub struct BucketBehindReading;
-
-impl tollgate::__loom::Sealed for BucketBehindReading {}
+mutant! {
+    /// The token bucket refunding on a reading behind the word's.
+    BucketBehindReading
+}
 
 impl Algo for BucketBehindReading {
-    same_as!(Gcra);
-
-    fn acquire(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> Decision {
-        <Gcra as Algo>::acquire(tat, p, now_ns, n)
-    }
+    same_as!(Gcra, acquire);
 
     fn refund(tat: &AtomicU64, p: &GcraParams, now_ns: u64, n: u64) -> u64 {
         let now = ticks(p, now_ns);

@@ -24,11 +24,10 @@ fn load_then_store<T>(
     (outcome, current)
 }
 
-/// The token bucket, committing by load and store.
-#[derive(Debug)]
-pub struct LoadStore;
-
-impl tollgate::__loom::Sealed for LoadStore {}
+mutant! {
+    /// The token bucket, committing by load and store.
+    LoadStore
+}
 
 impl Algo for LoadStore {
     same_as!(Gcra);
