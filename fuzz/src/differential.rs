@@ -30,40 +30,30 @@ struct Shifted<'a> {
     twin: &'a dyn Limiter,
 }
 
-/// A reference model as the differential targets drive it.
-trait Reference {
+/// A reference model as the differential targets (and, with its quota changes, the `live`
+/// target) drive it.
+pub(crate) trait Reference {
     /// One request of `n` units at clock reading `now_ns`.
     fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome;
     /// A refund of `n` units at clock reading `now_ns`: the units given back.
     fn refund(&mut self, now_ns: u64, n: u64) -> u64;
 }
 
-impl Reference for TokenBucketModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        TokenBucketModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        TokenBucketModel::refund(self, now_ns, n)
-    }
+/// [`Reference`] for models that refund: their own `acquire` and `refund`.
+macro_rules! reference {
+    ($($model:ty),*) => {$(
+        impl Reference for $model {
+            fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+                <$model>::acquire(self, now_ns, n)
+            }
+            fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+                <$model>::refund(self, now_ns, n)
+            }
+        }
+    )*};
 }
 
-impl Reference for FixedWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        FixedWindowModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        FixedWindowModel::refund(self, now_ns, n)
-    }
-}
-
-impl Reference for SlidingWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        SlidingWindowModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        SlidingWindowModel::refund(self, now_ns, n)
-    }
-}
+reference!(TokenBucketModel, FixedWindowModel, SlidingWindowModel);
 
 /// The sliding log refunds nothing (`Limiter::refund`).
 impl Reference for SlidingLogModel {

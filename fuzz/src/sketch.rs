@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use tollgate::{
     Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError,
     SketchLimiter, SketchSize,
@@ -63,10 +63,7 @@ pub enum SketchOp {
 
 /// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(SketchSpec, Vec<SketchOp>)> {
-    let mut u = Unstructured::new(data);
-    let spec = SketchSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some((spec, ops))
+    crate::settings_and_ops(data)
 }
 
 /// The time the limiters read: the clock's, up to the horizon (past it time stands still).
@@ -94,6 +91,15 @@ pub(crate) fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at
         d.reset_after() >= own.reset_after(),
         "{at}: reset {d:?} before {own:?}"
     );
+}
+
+/// The quota a sketch counts, `spec` without its burst (a window counts `limit`), and its
+/// size, `1 + columns % 8` columns; `None` if tollgate refuses the numbers.
+pub(crate) fn window_and_size(spec: &QuotaSpec, columns: u8) -> Option<(Quota, SketchSize)> {
+    let quota = spec.build()?;
+    let quota = Quota::try_new(quota.limit(), quota.period()).expect("the limit and period passed");
+    let size = SketchSize::columns(1 + u64::from(columns % 8)).expect("1..=8 columns");
+    Some((quota, size))
 }
 
 /// The exact fixed-window map, and every key's shadow (its own fixed window), all made now on
@@ -215,12 +221,10 @@ pub fn run(data: &[u8]) {
     let Some((spec, ops)) = decode(data) else {
         return;
     };
-    let Some(quota) = spec.quota.build() else {
+    let Some((quota, size)) = window_and_size(&spec.quota, spec.columns) else {
         return;
     };
-    let quota = Quota::try_new(quota.limit(), quota.period()).expect("the limit and period passed");
     let (limit, len) = (quota.limit(), quota.period().as_nanos() as u64);
-    let size = SketchSize::columns(1 + u64::from(spec.columns % 8)).expect("1..=8 columns");
     let clock = ManualClock::new();
     let sketch = if spec.sliding {
         match SketchLimiter::<u8, _>::try_sliding_with_clock(quota, size, clock.clone()) {
