@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{admitted, all, ms, pair, Algo, Rng, ALGOS};
 use tollgate::{Clock, Limiter, ManualClock, Quota, TokenBucket};
-use tollgate_test_support::clock_and_cost;
+use tollgate_test_support::{clock_and_cost, stream_quotas};
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -274,17 +274,7 @@ fn extreme_clock_readings_stand_still_at_the_horizon() {
 /// stream identically (advances, steps back, jumps, costs of every size).
 #[test]
 fn lock_free_and_twin_agree_on_random_streams() {
-    let quotas = [
-        Quota::per_second(5).unwrap(),
-        Quota::try_new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
-        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::try_new(100, ms(10)).unwrap(),
-        Quota::per_hour(50_000).unwrap(),
-    ];
+    let quotas = stream_quotas();
     // Under miri, without the 50,000-per-hour quota: its log admissions write up to 50,000
     // entries each, minutes of interpretation for no new code path.
     let tested = if cfg!(miri) { 5 } else { quotas.len() };

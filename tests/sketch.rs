@@ -10,11 +10,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{
-    admitted_by_racing_threads, ask, check_against_shadow, cost, exact_map, shadows, step, Admitted,
-};
+use shadow::{admitted_by_racing_threads, ask, cost, exact_map, shadows, step, Admitted};
 use tollgate::{Clock, FixedWindow, ManualClock, Quota, SketchLimiter, SketchSize};
-use tollgate_test_support::{BuildShifted, TwoWindow};
+use tollgate_test_support::{check_against_shadow, BuildShifted, TwoWindow};
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
 /// keys share a column when there are at least 64 columns.

@@ -10,11 +10,9 @@ mod shadow;
 use std::time::Duration;
 
 use common::Rng;
-use shadow::{
-    admitted_by_racing_threads, ask, check_against_shadow, cost, exact_map, shadows, step, Admitted,
-};
+use shadow::{admitted_by_racing_threads, ask, cost, exact_map, shadows, step, Admitted};
 use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
-use tollgate_test_support::BuildShifted;
+use tollgate_test_support::{check_against_shadow, BuildShifted};
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
 type Identity = BuildShifted<0>;

@@ -16,11 +16,11 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError,
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, ManualClock, Quota, QuotaError,
     SketchLimiter, SketchSize,
 };
 
-use tollgate_test_support::TwoWindow;
+use tollgate_test_support::{check_against_shadow, TwoWindow};
 
 use crate::{Cost, QuotaSpec, Span};
 
@@ -71,28 +71,6 @@ fn now(clock: &ManualClock) -> u64 {
     clock.now_nanos().min(crate::HORIZON)
 }
 
-/// Asserts `d` no more optimistic than `own`, the key's exact answer: `remaining` at most its,
-/// `reset_after` at least its; when both deny (`both_denied`), only `retry_after`, at least its.
-pub(crate) fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
-    if both_denied {
-        // Both denied: only the wait is compared (`own` was asked the same cost).
-        let ok = d.retry_after().is_none()
-            || own
-                .retry_after()
-                .is_some_and(|o| d.retry_after().unwrap() >= o);
-        assert!(ok, "{at}: retry {d:?} before {own:?}");
-        return;
-    }
-    assert!(
-        d.remaining() <= own.remaining(),
-        "{at}: remaining {d:?} above {own:?}"
-    );
-    assert!(
-        d.reset_after() >= own.reset_after(),
-        "{at}: reset {d:?} before {own:?}"
-    );
-}
-
 /// The quota a sketch counts, `spec` without its burst (a window counts `limit`), and its
 /// size, `1 + columns % 8` columns; `None` if tollgate refuses the numbers.
 pub(crate) fn window_and_size(spec: &QuotaSpec, columns: u8) -> Option<(Quota, SketchSize)> {
@@ -137,23 +115,6 @@ pub(crate) fn acquire_after_peek(
         assert_eq!(p, d, "{at}: the peek differs from the request");
     }
     d
-}
-
-/// Checks `d`, the answer to a request of `n`, against the key's `shadow`, and charges the
-/// shadow what was admitted: an admission must fit it, and no answer is optimistic.
-pub(crate) fn check_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
-    let (before, left) = (shadow.peek(n), shadow.peek(0));
-    if d.is_allowed() {
-        let s = shadow.try_acquire_n(n);
-        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-        not_optimistic(d, &s, false, at);
-    } else {
-        // A denial against what the key has left before this request.
-        not_optimistic(d, &left, false, at);
-        if !before.is_allowed() {
-            not_optimistic(d, &before, true, at);
-        }
-    }
 }
 
 /// Units admitted per key: by the sketch, by the exact map.
@@ -280,7 +241,7 @@ pub fn run(data: &[u8]) {
             }
             continue;
         }
-        check_shadow(&d, &shadows[&key], n, &at);
+        check_against_shadow(&d, &shadows[&key], n, &at);
         tally.check(&exact, key, n, &d, &at, stepped_back);
     }
 }

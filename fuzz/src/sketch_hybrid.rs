@@ -16,9 +16,9 @@
 use arbitrary::Arbitrary;
 use tollgate::{Clock, HybridSketchLimiter, ManualClock};
 
-use crate::sketch::{
-    acquire_after_peek, check_shadow, references, window_and_size, SketchOp, Tally,
-};
+use tollgate_test_support::check_against_shadow;
+
+use crate::sketch::{acquire_after_peek, references, window_and_size, SketchOp, Tally};
 use crate::QuotaSpec;
 
 /// The settings of one scenario.
@@ -70,7 +70,7 @@ pub fn run(data: &[u8]) {
             || hybrid.peek(&key, n),
             || hybrid.try_acquire_n(&key, n),
         );
-        check_shadow(&d, &shadows[&key], n, &at);
+        check_against_shadow(&d, &shadows[&key], n, &at);
         tally.check(&exact, key, n, &d, &at, false);
     }
 }

@@ -1,11 +1,12 @@
-//! What the sketch tests share: the random clock step and cost, the check of one decision against
-//! the key's exact limiter fed only what the sketch admitted, and racing threads' tally.
+//! What the sketch tests share: the random clock step and cost, the exact references (the
+//! check of one decision against them is test-support's `check_against_shadow`), and racing
+//! threads' tally.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimit, KeyedLimiter, Limiter, ManualClock, Quota,
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimit, KeyedLimiter, ManualClock, Quota,
 };
 
 use crate::common::Rng;
@@ -75,42 +76,6 @@ impl Admitted {
         tally.0 += if sketch.is_allowed() { n } else { 0 };
         tally.1 += if exact.is_allowed() { n } else { 0 };
         *tally
-    }
-}
-
-/// Checks one sketch's decision against the key's exact fixed window fed only what the sketch
-/// admitted (`shadow`): an admission must fit the shadow, and no field is optimistic.
-pub fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
-    let before = shadow.peek(n);
-    let left = shadow.peek(0);
-    if d.is_allowed() {
-        let s = shadow.try_acquire_n(n);
-        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-        assert!(
-            d.remaining() <= s.remaining(),
-            "{at}: remaining {d:?} > {s:?}"
-        );
-        assert!(
-            d.reset_after() >= s.reset_after(),
-            "{at}: reset {d:?} < {s:?}"
-        );
-    } else {
-        assert!(
-            d.remaining() <= left.remaining(),
-            "{at}: remaining {d:?} > {left:?}"
-        );
-        assert!(
-            d.reset_after() >= before.reset_after(),
-            "{at}: reset {d:?} < {before:?}"
-        );
-        if !before.is_allowed() {
-            let (r, s) = (d.retry_after(), before.retry_after());
-            // `None` is "never": at least any wait.
-            assert!(
-                r.is_none() || s.is_some_and(|s| r.unwrap() >= s),
-                "{at}: retry {d:?} < {before:?}"
-            );
-        }
     }
 }
 

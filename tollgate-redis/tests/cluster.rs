@@ -8,6 +8,7 @@ use std::time::Duration;
 use common::{admitted, all, RedisCluster};
 use tollgate::{Algorithm, Quota};
 use tollgate_redis::{RedisLimiter, Target};
+use tollgate_test_support::stream_quotas;
 
 /// Conformance, scripts reloaded on every node, keys spread over the slots, and eight
 /// clients on one hot key: one cluster for all of it (starting one takes a few seconds).
@@ -17,7 +18,7 @@ fn the_limiters_on_a_three_primary_cluster() {
     let target = Target::cluster(cluster.urls());
 
     // Identical decisions to the in-process limiters (the test clock), every algorithm.
-    let quotas = &common::stream_quotas()[..3];
+    let quotas = &stream_quotas()[..3];
     common::random_streams(&target, quotas, 200);
     for (s, _) in all(&target, Quota::per_second(5).unwrap()) {
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::{admitted, all, both, RedisServer, Rng};
 use tollgate::{Algorithm, Clock, Limiter, ManualClock, Quota};
 use tollgate_redis::Target;
+use tollgate_test_support::stream_quotas;
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -19,7 +20,7 @@ const NS: Duration = Duration::from_nanos(1);
 fn random_streams_decide_identically() {
     let server = RedisServer::start();
     let target = Target::from(server.url());
-    common::random_streams(&target, &common::stream_quotas(), 500);
+    common::random_streams(&target, &stream_quotas(), 500);
 }
 
 /// decisions.rs: whenever a request is denied with `retry_after = r`, it is still denied at

@@ -582,22 +582,6 @@ pub async fn eight_clients_admitted(
     total
 }
 
-/// The quotas of the random streams: round, fractional (3 per 7 s), one per ns, inexact
-/// (999/s), short periods and long logs.
-pub fn stream_quotas() -> Vec<Quota> {
-    vec![
-        Quota::per_second(5).unwrap(),
-        Quota::try_new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::try_new(100, Duration::from_millis(10)).unwrap(),
-        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
-        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::per_hour(50_000).unwrap(),
-    ]
-}
-
 /// A naive client-side fixed window, the approach the scripts replace: read the count, then
 /// increment it if below the limit. Two round trips, and clients racing between them both
 /// pass. For the benchmarks' comparison.
