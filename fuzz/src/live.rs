@@ -292,25 +292,13 @@ pub fn run(data: &[u8]) {
         match kind {
             LiveKind::TokenBucket => {
                 let live = LiveTokenBucket::with_clock(quota, clock.clone());
-                drive(
-                    &live,
-                    TokenBucketModel::live(&quota),
-                    quota,
-                    &ops,
-                    &clock,
-                    offset,
-                );
+                let model = TokenBucketModel::live(&quota);
+                drive(&live, model, quota, &ops, &clock, offset);
             }
             LiveKind::FixedWindow => {
                 let live = LiveFixedWindow::with_clock(quota, clock.clone());
-                drive(
-                    &live,
-                    FixedWindowModel::new(&quota),
-                    quota,
-                    &ops,
-                    &clock,
-                    offset,
-                );
+                let model = FixedWindowModel::new(&quota);
+                drive(&live, model, quota, &ops, &clock, offset);
             }
             LiveKind::SlidingWindow => {
                 let live = LiveSlidingWindow::with_clock(quota, clock.clone());
