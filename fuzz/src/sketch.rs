@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, ManualClock, Quota, QuotaError,
-    SketchLimiter, SketchSize,
+    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
+    QuotaError, SketchLimiter, SketchSize,
 };
 
 use tollgate_test_support::{check_against_shadow, TwoWindow};
@@ -98,24 +98,28 @@ pub(crate) fn references(
     (exact, shadows)
 }
 
-/// A request of `n` by `acquire`, checked against `peek` when the op was a peek: a peek
-/// writes nothing (asked twice, the same answer) and answers what the request then gets.
-pub(crate) fn acquire_after_peek(
-    peek: bool,
-    at: &str,
-    peek_n: impl Fn() -> Decision,
-    acquire: impl FnOnce() -> Decision,
-) -> Decision {
-    let peeked = peek.then(&peek_n);
-    if let Some(p) = peeked {
-        assert_eq!(p, peek_n(), "{at}: a peek wrote");
-    }
-    let d = acquire();
-    if let Some(p) = peeked {
-        assert_eq!(p, d, "{at}: the peek differs from the request");
-    }
-    d
+/// A sketch under test: the two calls the targets make of either form.
+pub(crate) trait Sketch {
+    /// `peek(key, n)`.
+    fn peek(&self, key: u8, n: u64) -> Decision;
+    /// `try_acquire_n(key, n)`.
+    fn try_acquire_n(&self, key: u8, n: u64) -> Decision;
 }
+
+macro_rules! sketch {
+    ($($sketch:ident),*) => {$(
+        impl Sketch for $sketch<u8, ManualClock> {
+            fn peek(&self, key: u8, n: u64) -> Decision {
+                $sketch::peek(self, &key, n)
+            }
+            fn try_acquire_n(&self, key: u8, n: u64) -> Decision {
+                $sketch::try_acquire_n(self, &key, n)
+            }
+        }
+    )*};
+}
+
+sketch!(SketchLimiter, HybridSketchLimiter);
 
 /// Units admitted per key: by the sketch, by the exact map.
 #[derive(Default)]
@@ -175,6 +179,31 @@ impl SketchOp {
             SketchOp::Peek { key, cost } => Some((key % KEYS, cost.units(), true)),
         }
     }
+
+    /// Op `i` made on `sketch`: `None` for a clock step (see [`SketchOp::request`]); for a
+    /// request, the key, the units, the answer and where it was made (for messages). A peek
+    /// is checked on the way: it writes nothing (asked twice, the same answer) and answers
+    /// what the request then gets.
+    pub(crate) fn ask(
+        self,
+        i: usize,
+        sketch: &impl Sketch,
+        clock: &ManualClock,
+        len: u64,
+        stepped_back: Option<&mut bool>,
+    ) -> Option<(u8, u64, Decision, String)> {
+        let (key, n, peek) = self.request(clock, len, stepped_back)?;
+        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
+        let peeked = peek.then(|| sketch.peek(key, n));
+        if let Some(p) = peeked {
+            assert_eq!(p, sketch.peek(key, n), "{at}: a peek wrote");
+        }
+        let d = sketch.try_acquire_n(key, n);
+        if let Some(p) = peeked {
+            assert_eq!(p, d, "{at}: the peek differs from the request");
+        }
+        Some((key, n, d, at))
+    }
 }
 
 /// Runs one input.
@@ -213,16 +242,9 @@ pub fn run(data: &[u8]) {
     // sketch and not the map: from then on only the key's own limit (the shadow) is checked.
     let mut stepped_back = false;
     for (i, op) in ops.iter().enumerate() {
-        let Some((key, n, peek)) = op.request(&clock, len, Some(&mut stepped_back)) else {
+        let Some((key, n, d, at)) = op.ask(i, &sketch, &clock, len, Some(&mut stepped_back)) else {
             continue;
         };
-        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let d = acquire_after_peek(
-            peek,
-            &at,
-            || sketch.peek(&key, n),
-            || sketch.try_acquire_n(&key, n),
-        );
         if spec.sliding {
             let own = two.entry(key).or_default();
             let t = now(&clock);

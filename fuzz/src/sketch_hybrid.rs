@@ -14,11 +14,11 @@
 //! is stated for clocks that do not step back past their `max_skew_nanos`.
 
 use arbitrary::Arbitrary;
-use tollgate::{Clock, HybridSketchLimiter, ManualClock};
+use tollgate::{HybridSketchLimiter, ManualClock};
 
 use tollgate_test_support::check_against_shadow;
 
-use crate::sketch::{acquire_after_peek, references, window_and_size, SketchOp, Tally};
+use crate::sketch::{references, window_and_size, SketchOp, Tally};
 use crate::QuotaSpec;
 
 /// The settings of one scenario.
@@ -60,16 +60,9 @@ pub fn run(data: &[u8]) {
     let mut tally = Tally::default();
     for (i, op) in ops.iter().enumerate() {
         // No step back (see the module's docs).
-        let Some((key, n, peek)) = op.request(&clock, len, None) else {
+        let Some((key, n, d, at)) = op.ask(i, &hybrid, &clock, len, None) else {
             continue;
         };
-        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let d = acquire_after_peek(
-            peek,
-            &at,
-            || hybrid.peek(&key, n),
-            || hybrid.try_acquire_n(&key, n),
-        );
         check_against_shadow(&d, &shadows[&key], n, &at);
         tally.check(&exact, key, n, &d, &at, false);
     }
