@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{admitted, all, ms, pair, Algo, Rng, ALGOS};
 use tollgate::{Clock, Limiter, ManualClock, Quota, TokenBucket};
-use tollgate_test_support::{clock_and_cost, stream_quotas};
+use tollgate_test_support::{check_costs_above_capacity, clock_and_cost, stream_quotas};
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -193,21 +193,7 @@ fn costs_above_capacity_are_refused_without_touching_state() {
     let quota = Quota::per_second(10).unwrap().with_burst(8).unwrap();
     for (s, _clock) in all(quota) {
         let capacity = if s.algo == Algo::TokenBucket { 8 } else { 10 };
-        let d = s.limiter.try_acquire_n(capacity + 1);
-        assert!(d.exceeds_capacity() && !d.is_allowed(), "{}", s.name);
-        assert_eq!(d.retry_after(), None, "{}", s.name);
-        assert_eq!(d.remaining(), capacity, "{}", s.name);
-        let d = s.limiter.try_acquire_n(u64::MAX);
-        assert!(d.exceeds_capacity(), "{}", s.name);
-        // Nothing was taken: the whole capacity still passes.
-        assert!(s.limiter.try_acquire_n(capacity).is_allowed(), "{}", s.name);
-        // A cost within capacity but above what is left is a plain denial.
-        let d = s.limiter.try_acquire_n(capacity);
-        assert!(
-            !d.exceeds_capacity() && d.retry_after().is_some(),
-            "{}",
-            s.name
-        );
+        check_costs_above_capacity(s.name, capacity, |n| s.limiter.try_acquire_n(n));
     }
 }
 

@@ -1,17 +1,19 @@
 //! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
-//! from a seed), the quotas of the random-stream tests, the check of a sketch's decision
-//! against a key's exact limiter, a recorder of `tracing` events, and the writer of the docs'
+//! from a seed), the quotas of the random-stream tests, the checks every limiter's decisions
+//! and a sketch's against a key's exact limiter must pass, a recorder of `tracing` events, and the writer of the docs'
 //! generated sections. Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
 
+mod capacity;
 pub mod cpu;
 pub mod events;
 pub mod marked;
 mod shadow;
 mod two_window;
 
+pub use capacity::check_costs_above_capacity;
 pub use shadow::check_against_shadow;
 pub use two_window::TwoWindow;
 
