@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{admitted, all, RedisCluster};
+use common::{admitted, all, limiter_on, RedisCluster};
 use tollgate::{Algorithm, Quota};
 use tollgate_redis::{RedisLimiter, Target};
 use tollgate_test_support::stream_quotas;
@@ -32,11 +32,7 @@ fn the_limiters_on_a_three_primary_cluster() {
         // Many keys: spread over all three primaries; the log's two keys share each slot
         // (a cross-slot script would be refused by the cluster).
         for algorithm in Algorithm::ALL {
-            let l = RedisLimiter::builder(target.clone(), algorithm, Quota::per_hour(2).unwrap())
-                .timeout(Duration::from_secs(5))
-                .build()
-                .await
-                .unwrap();
+            let l = limiter_on(target.clone(), algorithm, Quota::per_hour(2).unwrap()).await;
             let keys: Vec<(String, u64)> = (0..60).map(|i| (format!("user:{i}"), 1)).collect();
             for a in l.try_acquire_many(keys.clone()).await {
                 assert!(a.unwrap().is_allowed(), "{algorithm:?}");

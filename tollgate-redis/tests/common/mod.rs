@@ -582,6 +582,34 @@ pub async fn eight_clients_admitted(
     total
 }
 
+/// A limiter of `algorithm` and `quota` on `target`, every call bounded by 5 s: how most
+/// tests build one.
+pub async fn limiter_on(
+    target: impl Into<Target>,
+    algorithm: Algorithm,
+    quota: Quota,
+) -> RedisLimiter {
+    RedisLimiter::builder(target, algorithm, quota)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Whether each call of `calls` (a key and a cost) passed, asked of `limiter` as one batch;
+/// every call must get an answer.
+pub async fn admitted_in_batch<K: AsRef<[u8]>>(
+    limiter: &RedisLimiter,
+    calls: impl IntoIterator<Item = (K, u64)>,
+) -> Vec<bool> {
+    limiter
+        .try_acquire_many(calls)
+        .await
+        .into_iter()
+        .map(|d| d.unwrap().is_allowed())
+        .collect()
+}
+
 /// A naive client-side fixed window, the approach the scripts replace: read the count, then
 /// increment it if below the limit. Two round trips, and clients racing between them both
 /// pass. For the benchmarks' comparison.
