@@ -228,6 +228,14 @@ mod serde {
         serde_json::from_str::<T>(json).unwrap_err().to_string()
     }
 
+    /// Each case's JSON refused as a `T`, with an error that starts with the case's message.
+    fn assert_refused<T: ::serde::de::DeserializeOwned + std::fmt::Debug>(cases: &[(&str, &str)]) {
+        for (json, want) in cases {
+            let got = err::<T>(json);
+            assert!(got.starts_with(want), "{json}: got {got:?}, want {want:?}");
+        }
+    }
+
     #[test]
     fn a_quota_reads_from_its_string_or_a_map_and_writes_its_string() {
         let want = q(5000, H, 200);
@@ -285,10 +293,7 @@ mod serde {
             ),
             ("7", "invalid type: integer `7`, expected a quota string"),
         ];
-        for (json, want) in cases {
-            let got = err::<Quota>(json);
-            assert!(got.starts_with(want), "{json}: got {got:?}, want {want:?}");
-        }
+        assert_refused::<Quota>(&cases);
     }
 
     #[test]
@@ -458,10 +463,7 @@ mod serde {
                 "unknown field `max_key`, expected one of",
             ),
         ];
-        for (json, want) in cases {
-            let got = err::<KeyedSettings>(json);
-            assert!(got.starts_with(want), "{json}: got {got:?}, want {want:?}");
-        }
+        assert_refused::<KeyedSettings>(&cases);
     }
 
     #[test]

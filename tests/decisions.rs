@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{admitted, all, ms, pair, Algo, Rng, ALGOS};
 use tollgate::{Clock, Limiter, ManualClock, Quota, TokenBucket};
-use tollgate_test_support::clock_and_cost;
+use tollgate_test_support::{check_costs_above_capacity, clock_and_cost, stream_quotas};
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -193,21 +193,7 @@ fn costs_above_capacity_are_refused_without_touching_state() {
     let quota = Quota::per_second(10).unwrap().with_burst(8).unwrap();
     for (s, _clock) in all(quota) {
         let capacity = if s.algo == Algo::TokenBucket { 8 } else { 10 };
-        let d = s.limiter.try_acquire_n(capacity + 1);
-        assert!(d.exceeds_capacity() && !d.is_allowed(), "{}", s.name);
-        assert_eq!(d.retry_after(), None, "{}", s.name);
-        assert_eq!(d.remaining(), capacity, "{}", s.name);
-        let d = s.limiter.try_acquire_n(u64::MAX);
-        assert!(d.exceeds_capacity(), "{}", s.name);
-        // Nothing was taken: the whole capacity still passes.
-        assert!(s.limiter.try_acquire_n(capacity).is_allowed(), "{}", s.name);
-        // A cost within capacity but above what is left is a plain denial.
-        let d = s.limiter.try_acquire_n(capacity);
-        assert!(
-            !d.exceeds_capacity() && d.retry_after().is_some(),
-            "{}",
-            s.name
-        );
+        check_costs_above_capacity(s.name, capacity, |n| s.limiter.try_acquire_n(n));
     }
 }
 
@@ -274,17 +260,7 @@ fn extreme_clock_readings_stand_still_at_the_horizon() {
 /// stream identically (advances, steps back, jumps, costs of every size).
 #[test]
 fn lock_free_and_twin_agree_on_random_streams() {
-    let quotas = [
-        Quota::per_second(5).unwrap(),
-        Quota::try_new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
-        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::try_new(100, ms(10)).unwrap(),
-        Quota::per_hour(50_000).unwrap(),
-    ];
+    let quotas = stream_quotas();
     // Under miri, without the 50,000-per-hour quota: its log admissions write up to 50,000
     // entries each, minutes of interpretation for no new code path.
     let tested = if cfg!(miri) { 5 } else { quotas.len() };

@@ -81,6 +81,32 @@ impl Model {
     }
 }
 
+/// How many decisions of a random run admitted and how many denied.
+#[derive(Default)]
+struct Outcomes {
+    admitted: u64,
+    denied: u64,
+}
+
+impl Outcomes {
+    fn count(&mut self, allowed: bool) {
+        if allowed {
+            self.admitted += 1;
+        } else {
+            self.denied += 1;
+        }
+    }
+
+    /// Both outcomes common (each above 5 % of the `steps`): the comparison covered both.
+    fn assert_both_common(&self, steps: u64, run: &str) {
+        let Outcomes { admitted, denied } = self;
+        assert!(
+            *admitted > steps / 20 && *denied > steps / 20,
+            "{run}: {admitted} admitted / {denied} denied"
+        );
+    }
+}
+
 #[test]
 fn the_group_admits_exactly_when_every_member_would() {
     let clock = ManualClock::new();
@@ -111,7 +137,7 @@ fn the_group_admits_exactly_when_every_member_would() {
     ];
     let group = Limits::try_new(clock.clone(), members.clone()).unwrap();
     let mut rng = Rng(11);
-    let (mut admitted, mut denied) = (0, 0);
+    let mut outcomes = Outcomes::default();
     // Shorter under miri, which is a thousand times slower.
     let steps = if cfg!(miri) { 1_000 } else { 20_000 };
     for step in 0..steps {
@@ -122,13 +148,11 @@ fn the_group_admits_exactly_when_every_member_would() {
         let all = peeks.iter().all(|p| p.0);
         let d = group.try_acquire_n(n);
         assert_eq!(d.is_allowed(), all, "step {step}: {peeks:?} {d:?}");
+        outcomes.count(all);
         if all {
-            admitted += 1;
             models.iter_mut().for_each(|m| m.charge(now, n));
             let least = peeks.iter().map(|p| p.1).min().unwrap();
             assert_eq!(d.remaining(), least, "step {step}");
-        } else {
-            denied += 1;
         }
         for (m, model) in members.iter().zip(&models) {
             assert_eq!(
@@ -138,11 +162,7 @@ fn the_group_admits_exactly_when_every_member_would() {
             );
         }
     }
-    // Both outcomes are common (each above 5 % of the steps): the comparison covered both.
-    assert!(
-        admitted > steps / 20 && denied > steps / 20,
-        "{admitted} / {denied}"
-    );
+    outcomes.assert_both_common(steps, "the run");
 }
 
 #[test]
@@ -287,42 +307,31 @@ impl Clock for Recording {
     }
 }
 
-#[test]
-fn no_member_goes_over_its_quota_while_time_moves() {
-    // A shared global bucket in two groups, with per-group windows; threads move the clock.
-    let clock = Recording::default();
-    let global = Arc::new(Member::token_bucket(
-        Quota::per_second(50).unwrap().with_burst(10).unwrap(),
-    ));
-    let groups: Vec<_> = (0..2)
-        .map(|_| {
-            Limits::try_new(
-                clock.clone(),
-                [
-                    Arc::new(Member::fixed_window(Quota::try_new(15, ms(100)).unwrap())),
-                    global.clone(),
-                ],
-            )
-            .unwrap()
-        })
-        .collect();
-    // Shorter under miri: 100 ms of clock, in which the global bucket can admit its burst of 10
-    // and 5 more.
-    let end = if cfg!(miri) {
-        Duration::from_millis(100)
-    } else {
-        Duration::from_secs(2)
-    };
-    let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
+/// Two groups on `clock`, each of the members `members()` gives it.
+fn two_groups(clock: &Recording, members: impl Fn() -> [Arc<Member>; 2]) -> [Limits<Recording>; 2] {
+    [(); 2].map(|_| Limits::try_new(clock.clone(), members()).unwrap())
+}
+
+/// The clock readings of the admissions of 4 racing threads, by thread: thread `t` checks
+/// `groups[t % 2]` with a generator seeded `seed(t)`, and while `more(i)` for its `i`-th
+/// check first moves the clock by what `step` draws (if anything), then checks.
+fn admissions_of_racing_threads(
+    groups: &[Limits<Recording>; 2],
+    clock: &Recording,
+    seed: impl Fn(usize) -> u64 + Sync,
+    more: impl Fn(usize) -> bool + Sync,
+    step: impl Fn(&mut Rng) -> Option<Duration> + Sync,
+) -> Vec<Vec<u64>> {
+    std::thread::scope(|s| {
         let handles: Vec<_> = (0..4)
             .map(|t| {
-                let (group, clock) = (&groups[t % 2], &clock);
+                let (group, seed, more, step) = (&groups[t % 2], &seed, &more, &step);
                 s.spawn(move || {
-                    let mut rng = Rng(t as u64 + 1);
+                    let mut rng = Rng(seed(t));
                     let mut stamps = Vec::new();
-                    while clock.0.now() < end {
-                        if rng.below(4) == 0 {
-                            clock.0.advance(Duration::from_micros(rng.below(500)));
+                    for _ in (0..).take_while(|&i| more(i)) {
+                        if let Some(by) = step(&mut rng) {
+                            clock.0.advance(by);
                         }
                         if group.try_acquire().is_allowed() {
                             stamps.push(LAST_READ.with(|l| l.get()));
@@ -333,7 +342,34 @@ fn no_member_goes_over_its_quota_while_time_moves() {
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn no_member_goes_over_its_quota_while_time_moves() {
+    // A shared global bucket in two groups, with per-group windows; threads move the clock.
+    let clock = Recording::default();
+    let global = Arc::new(Member::token_bucket(
+        Quota::per_second(50).unwrap().with_burst(10).unwrap(),
+    ));
+    let groups = two_groups(&clock, || {
+        let window = Arc::new(Member::fixed_window(Quota::try_new(15, ms(100)).unwrap()));
+        [window, global.clone()]
     });
+    // Shorter under miri: 100 ms of clock, in which the global bucket can admit its burst of 10
+    // and 5 more.
+    let end = if cfg!(miri) {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(2)
+    };
+    let stamps = admissions_of_racing_threads(
+        &groups,
+        &clock,
+        |t| t as u64 + 1,
+        |_| clock.0.now() < end,
+        |rng| (rng.below(4) == 0).then(|| Duration::from_micros(rng.below(500))),
+    );
     // Each group's window: at most 15 per 100 ms window (threads t and t + 2 share group t).
     for g in 0..2 {
         let mut per_window = std::collections::HashMap::<u64, u64>::new();
@@ -380,7 +416,7 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
         let group = Limits::try_new(clock.clone(), [member.clone()]).unwrap();
         let mut rng = Rng(case as u64 + 5);
         let period = quota.period().as_nanos() as u64;
-        let (mut allowed, mut denied) = (0, 0);
+        let mut outcomes = Outcomes::default();
         for step in 0..steps {
             match rng.below(20) {
                 0 => clock.set(Duration::from_nanos(
@@ -399,11 +435,7 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
                 _ => {
                     let d = group.try_acquire_n(n);
                     assert_eq!(d, window.try_acquire_n(n), "case {case} step {step}");
-                    if d.is_allowed() {
-                        allowed += 1;
-                    } else {
-                        denied += 1;
-                    }
+                    outcomes.count(d.is_allowed());
                 }
             }
             assert_eq!(
@@ -412,10 +444,7 @@ fn a_sliding_member_alone_decides_as_a_sliding_window() {
                 "case {case} step {step}"
             );
         }
-        assert!(
-            allowed > steps / 20 && denied > steps / 20,
-            "case {case}: {allowed} / {denied}"
-        );
+        outcomes.assert_both_common(steps, &format!("case {case}"));
     }
 }
 
@@ -521,45 +550,21 @@ fn no_sliding_member_counts_less_than_its_live_admissions_while_time_moves() {
     let sliding = Arc::new(
         Member::try_sliding_window_with_slots(Quota::try_new(10, ms(100)).unwrap(), 4).unwrap(),
     );
-    let groups: Vec<_> = (0..2)
-        .map(|_| {
-            Limits::try_new(
-                clock.clone(),
-                [
-                    sliding.clone(),
-                    Arc::new(Member::token_bucket(Quota::try_new(6, ms(100)).unwrap())),
-                ],
-            )
-            .unwrap()
-        })
-        .collect();
+    let groups = two_groups(&clock, || {
+        let bucket = Arc::new(Member::token_bucket(Quota::try_new(6, ms(100)).unwrap()));
+        [sliding.clone(), bucket]
+    });
     let rounds = if cfg!(miri) { 3 } else { 200 };
     let mut checked = 0;
     for round in 0..rounds {
-        let stamps: Vec<u64> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4)
-                .map(|t| {
-                    let (group, clock) = (&groups[t % 2], &clock);
-                    s.spawn(move || {
-                        let mut rng = Rng((round * 4 + t) as u64 + 1);
-                        let mut stamps = Vec::new();
-                        for _ in 0..30 {
-                            if rng.below(3) == 0 {
-                                clock.0.advance(Duration::from_micros(rng.below(4_000)));
-                            }
-                            if group.try_acquire().is_allowed() {
-                                stamps.push(LAST_READ.with(|l| l.get()));
-                            }
-                        }
-                        stamps
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect()
-        });
+        let stamps: Vec<u64> = admissions_of_racing_threads(
+            &groups,
+            &clock,
+            |t| (round * 4 + t) as u64 + 1,
+            |i| i < 30,
+            |rng| (rng.below(3) == 0).then(|| Duration::from_micros(rng.below(4_000))),
+        )
+        .concat();
         let now = clock.0.now_nanos();
         let first_live = (now / 25_000_000).saturating_sub(4) * 25_000_000;
         let live = stamps.iter().filter(|&&t| t >= first_live).count() as u64;

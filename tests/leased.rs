@@ -26,6 +26,32 @@ fn shared_bucket(quota: Quota, lease: Lease, clock: &ManualClock) -> Arc<Leased<
     ))
 }
 
+/// On a fresh clock, a token bucket of `per_second` per second behind leases of `tokens`
+/// tokens that live `ttl`, to share between threads: the clock, the quota and the limiter.
+fn bucket(
+    per_second: u64,
+    tokens: u64,
+    ttl: Duration,
+) -> (ManualClock, Quota, Arc<Leased<ManualClock>>) {
+    let clock = ManualClock::new();
+    let quota = Quota::per_second(per_second).unwrap();
+    let lease = Lease::try_new(tokens, ttl).unwrap();
+    let limiter = shared_bucket(quota, lease, &clock);
+    (clock, quota, limiter)
+}
+
+/// `n` virtual threads sharing `limiter`.
+fn workers(limiter: &Arc<Leased<ManualClock>>, n: usize) -> Vec<Worker> {
+    (0..n).map(|_| Worker::spawn(limiter.clone())).collect()
+}
+
+/// Ends every thread of `workers`: each gives its lease back before its exit returns.
+fn exit_all(workers: impl IntoIterator<Item = Worker>) {
+    for w in workers {
+        w.exit();
+    }
+}
+
 /// The bucket's own level, exactly: a cost of 0 is decided by the bucket alone.
 fn level(limiter: &Leased<ManualClock>) -> u64 {
     limiter.try_acquire_n(0).remaining()
@@ -57,18 +83,13 @@ struct Tally {
 /// (the twin with no slack, `Leased` with `max_overshoot()`).
 fn simulate(s: Setup) -> Tally {
     let clock = ManualClock::new();
-    let limiter = Arc::new(Leased::new(
-        TokenBucket::with_clock(s.quota, clock.clone()),
-        s.lease,
-    ));
+    let limiter = shared_bucket(s.quota, s.lease, &clock);
     let twin = MutexTokenBucket::with_clock(s.quota, clock.clone());
     let x = limiter.max_overshoot();
     let mut leased_env = Envelope::new(&s.quota, x);
     let mut twin_env = Envelope::new(&s.quota, 0);
     let mut rng = Rng(s.seed | 1);
-    let mut workers: Vec<Worker> = (0..s.threads)
-        .map(|_| Worker::spawn(limiter.clone()))
-        .collect();
+    let mut workers = workers(&limiter, s.threads);
     let ttl = duration_ns(s.lease.ttl());
     let bypass = s.lease.bypass_above();
     let mut tally = Tally::default();
@@ -124,9 +145,7 @@ fn simulate(s: Setup) -> Tally {
             }
         }
     }
-    for w in workers {
-        w.exit();
-    }
+    exit_all(workers);
     tally
 }
 
@@ -223,7 +242,7 @@ fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
     let quota = Quota::per_second(100).unwrap().with_burst(37).unwrap();
     let lease = Lease::try_new(8, Duration::from_secs(1)).unwrap();
     let limiter = shared_bucket(quota, lease, &clock);
-    let workers: Vec<Worker> = (0..9).map(|_| Worker::spawn(limiter.clone())).collect();
+    let workers = workers(&limiter, 9);
     let mut admitted = 0;
     // Round robin until every thread is denied: each leftover lease is spent or given back.
     let mut denied = vec![false; workers.len()];
@@ -239,18 +258,13 @@ fn a_frozen_instant_admits_exactly_the_burst_across_threads() {
     }
     assert_eq!(admitted, 37);
     assert_eq!(level(&limiter), 0);
-    for w in workers {
-        w.exit();
-    }
+    exit_all(workers);
 }
 
 #[test]
 fn exiting_threads_give_their_leases_back() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(1_000).unwrap();
-    let lease = Lease::try_new(32, Duration::from_secs(1)).unwrap();
-    let limiter = shared_bucket(quota, lease, &clock);
-    let workers: Vec<Worker> = (0..4).map(|_| Worker::spawn(limiter.clone())).collect();
+    let (_, _, limiter) = bucket(1_000, 32, Duration::from_secs(1));
+    let workers = workers(&limiter, 4);
     let mut admitted = 0;
     for w in &workers {
         for _ in 0..10 {
@@ -260,9 +274,7 @@ fn exiting_threads_give_their_leases_back() {
     }
     // Leases of 1, 2, 4, 8 and 16 tokens: some are parked in each thread.
     assert!(level(&limiter) < 1_000 - admitted);
-    for w in workers {
-        w.exit();
-    }
+    exit_all(workers);
     // Conservation at a frozen instant: bucket + admitted = burst, nothing lost.
     assert_eq!(level(&limiter) + admitted, 1_000);
 }
@@ -271,10 +283,7 @@ fn exiting_threads_give_their_leases_back() {
 fn an_empty_bucket_admits_nothing_through_leases() {
     // The regression test of batched consumption (one extra per batch): from empty, with
     // many threads and many calls each, nothing passes.
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(64).unwrap();
-    let lease = Lease::try_new(16, Duration::from_secs(1)).unwrap();
-    let limiter = shared_bucket(quota, lease, &clock);
+    let (_, _, limiter) = bucket(64, 16, Duration::from_secs(1));
     assert!(limiter.try_acquire_n(64).is_allowed()); // drained, on the exact path
 
     // Under miri (~1000× slower) 100 calls per thread instead of 1,000: still many leases'
@@ -297,10 +306,7 @@ fn an_empty_bucket_admits_nothing_through_leases() {
 
 #[test]
 fn leases_grow_with_demand_and_shrink_as_the_bucket_empties() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(1_000).unwrap();
-    let lease = Lease::try_new(64, Duration::from_secs(1)).unwrap();
-    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    let (_, _, limiter) = bucket(1_000, 64, Duration::from_secs(1));
     // Demand doubles: leases of 1, 2, 4, 8, 16, 32, 64 (127 tokens) for 127 requests.
     for _ in 0..127 {
         assert!(limiter.try_acquire().is_allowed());
@@ -318,10 +324,7 @@ fn leases_grow_with_demand_and_shrink_as_the_bucket_empties() {
 
 #[test]
 fn large_costs_bypass_the_lease() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(100).unwrap();
-    let lease = Lease::try_new(16, Duration::from_secs(1)).unwrap();
-    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    let (_, _, limiter) = bucket(100, 16, Duration::from_secs(1));
     let d = limiter.try_acquire_n(9); // above bypass_above() = 8: exact
     assert!(d.is_allowed());
     assert_eq!(d.remaining(), 91);
@@ -365,10 +368,7 @@ fn an_expired_lease_goes_back_and_a_step_back_ends_it() {
 
 #[test]
 fn a_give_back_to_a_full_bucket_is_lost_not_credited() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(10).unwrap();
-    let lease = Lease::try_new(8, Duration::from_secs(10)).unwrap();
-    let limiter = Leased::new(TokenBucket::with_clock(quota, clock.clone()), lease);
+    let (clock, _, limiter) = bucket(10, 8, Duration::from_secs(10));
     for _ in 0..2 {
         assert!(limiter.try_acquire().is_allowed()); // leases of 1, then 2: 1 parked
     }
@@ -496,11 +496,7 @@ fn parked_tokens_spent_as_the_refilled_bucket_drains_reach_the_bound_and_stop_th
         Arc::new(Leased::try_new(TokenBucket::with_clock(quota, clock.clone()), lease).unwrap());
     assert_eq!(limiter.max_overshoot(), 12);
     let mut env = Envelope::new(&quota, limiter.max_overshoot());
-    let (a, b, drainer) = (
-        Worker::spawn(limiter.clone()),
-        Worker::spawn(limiter.clone()),
-        Worker::spawn(limiter.clone()),
-    );
+    let [a, b, drainer] = std::array::from_fn(|_| Worker::spawn(limiter.clone()));
     // Leases grow with demand (1, 2, 4, then 8): after 8 requests `a` holds 7 unspent, and
     // `b`, whose last lease the cap cuts to 6, holds 5. The 12 parked are the cap.
     for w in [&a, &b] {
@@ -531,22 +527,17 @@ fn parked_tokens_spent_as_the_refilled_bucket_drains_reach_the_bound_and_stop_th
         broke |= tighter.admit(t, 1).is_err();
     }
     assert!(broke, "the bound is not reached");
-    for w in [a, b, drainer] {
-        w.exit();
-    }
+    exit_all([a, b, drainer]);
 }
 
 /// Leases of one token park nothing: the overshoot is 0, and at one instant the threads
 /// admit exactly the burst.
 #[test]
 fn leases_of_one_token_never_overshoot() {
-    let clock = ManualClock::new();
-    let quota = Quota::per_second(100).unwrap();
-    let lease = Lease::try_new(1, Duration::from_secs(10)).unwrap();
-    let limiter = shared_bucket(quota, lease, &clock);
+    let (clock, quota, limiter) = bucket(100, 1, Duration::from_secs(10));
     assert_eq!(limiter.max_overshoot(), 0);
     let mut env = Envelope::new(&quota, 0);
-    let workers: Vec<_> = (0..3).map(|_| Worker::spawn(limiter.clone())).collect();
+    let workers = workers(&limiter, 3);
     // The first thread drains the bucket, one-token leases at a time; the others find it
     // empty, and nobody keeps a token aside.
     let first: Vec<u64> = workers
@@ -560,7 +551,5 @@ fn leases_of_one_token_never_overshoot() {
         .map(|w| spend_until_denied(w, &mut env, 1_000_000_000, 200))
         .sum();
     assert_eq!(passed, quota.burst());
-    for w in workers {
-        w.exit();
-    }
+    exit_all(workers);
 }

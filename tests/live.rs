@@ -165,6 +165,27 @@ fn a_live_bucket_answers_as_the_carried_reference_through_random_changes() {
     }
 }
 
+/// `changed` answers as `fresh` over `steps` requests of 0 to 2 units, the clock (of both)
+/// moving forward by up to `max_step_ns` before each.
+fn answers_as_fresh(
+    changed: &dyn Limiter,
+    fresh: &dyn Limiter,
+    clock: &ManualClock,
+    rng: &mut Rng,
+    max_step_ns: u64,
+    steps: u64,
+) {
+    for step in 0..steps {
+        clock.advance(Duration::from_nanos(rng.below(max_step_ns)));
+        let n = rng.below(3);
+        assert_eq!(
+            changed.try_acquire_n(n),
+            fresh.try_acquire_n(n),
+            "step {step}"
+        );
+    }
+}
+
 #[test]
 fn once_idle_for_its_capacity_a_changed_bucket_is_a_fresh_one() {
     let mut rng = Rng(5);
@@ -175,11 +196,8 @@ fn once_idle_for_its_capacity_a_changed_bucket_is_a_fresh_one() {
     live.set_quota(new).unwrap();
     clock.advance(ms(500));
     let fresh = TokenBucket::with_clock(new, clock.clone());
-    for step in 0..if cfg!(miri) { 200 } else { 2_000 } {
-        clock.advance(Duration::from_nanos(rng.below(200_000_000)));
-        let n = rng.below(3);
-        assert_eq!(live.try_acquire_n(n), fresh.try_acquire_n(n), "step {step}");
-    }
+    let steps = if cfg!(miri) { 200 } else { 2_000 };
+    answers_as_fresh(&live, &fresh, &clock, &mut rng, 200_000_000, steps);
 }
 
 #[test]
@@ -218,12 +236,8 @@ fn a_live_window_carries_its_count_and_takes_a_new_limit_at_once() {
     // The next window counts under the new limit alone, as a fresh window would.
     clock.set(Duration::from_secs(1));
     let fresh = FixedWindow::with_clock(Quota::per_second(2).unwrap(), clock.clone());
-    let mut rng = Rng(3);
-    for step in 0..if cfg!(miri) { 100 } else { 1_000 } {
-        clock.advance(Duration::from_nanos(rng.below(300_000_000)));
-        let n = rng.below(3);
-        assert_eq!(w.try_acquire_n(n), fresh.try_acquire_n(n), "step {step}");
-    }
+    let steps = if cfg!(miri) { 100 } else { 1_000 };
+    answers_as_fresh(&w, &fresh, &clock, &mut Rng(3), 300_000_000, steps);
 }
 
 #[test]

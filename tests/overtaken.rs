@@ -65,6 +65,24 @@ fn five() -> Quota {
     Quota::per_second(5).unwrap()
 }
 
+/// `$check(name, make)` on the four limiters of one algorithm at five per second: the
+/// lock-free one, its mutex twin, the live one and a group of one member, each named by its
+/// type (the group by its member); the four results, in that order.
+macro_rules! on_each_form {
+    ($check:ident, $lock_free:ident, $twin:ident, $live:ident, $member:ident) => {
+        [
+            $check(stringify!($lock_free), |c| {
+                $lock_free::with_clock(five(), c)
+            }),
+            $check(stringify!($twin), |c| $twin::with_clock(five(), c)),
+            $check(stringify!($live), |c| $live::with_clock(five(), c)),
+            $check(concat!("Limits(", stringify!($member), ")"), |c| {
+                Limits::try_new(c, [Arc::new(Member::$member(five()))]).unwrap()
+            }),
+        ]
+    };
+}
+
 fn admitted(limiter: &dyn Limiter, tries: u64) -> u64 {
     (0..tries)
         .filter(|_| limiter.try_acquire().is_allowed())
@@ -113,16 +131,13 @@ fn refund_overtaken_by_a_rollover<L: Limiter + 'static>(name: &str, make: impl F
 
 #[test]
 fn a_fixed_window_refund_overtaken_by_a_rollover_gives_nothing() {
-    refund_overtaken_by_a_rollover("FixedWindow", |c| FixedWindow::with_clock(five(), c));
-    refund_overtaken_by_a_rollover("MutexFixedWindow", |c| {
-        MutexFixedWindow::with_clock(five(), c)
-    });
-    refund_overtaken_by_a_rollover("LiveFixedWindow", |c| {
-        LiveFixedWindow::with_clock(five(), c)
-    });
-    refund_overtaken_by_a_rollover("Limits(fixed window)", |c| {
-        Limits::try_new(c, [Arc::new(Member::fixed_window(five()))]).unwrap()
-    });
+    on_each_form!(
+        refund_overtaken_by_a_rollover,
+        FixedWindow,
+        MutexFixedWindow,
+        LiveFixedWindow,
+        fixed_window
+    );
 }
 
 /// 5 per any 1 s, 8 slots of 125 ms. One admission at 0.1 s (slot 0); its refund reads
@@ -159,18 +174,13 @@ fn sliding_refund_overtaken_by_a_new_slot<L: Limiter + 'static>(
 
 #[test]
 fn a_sliding_window_refund_overtaken_by_a_new_slot_gives_nothing() {
-    sliding_refund_overtaken_by_a_new_slot("SlidingWindow", |c| {
-        SlidingWindow::with_clock(five(), c)
-    });
-    sliding_refund_overtaken_by_a_new_slot("MutexSlidingWindow", |c| {
-        MutexSlidingWindow::with_clock(five(), c)
-    });
-    sliding_refund_overtaken_by_a_new_slot("LiveSlidingWindow", |c| {
-        LiveSlidingWindow::with_clock(five(), c)
-    });
-    sliding_refund_overtaken_by_a_new_slot("Limits(sliding window)", |c| {
-        Limits::try_new(c, [Arc::new(Member::sliding_window(five()))]).unwrap()
-    });
+    on_each_form!(
+        sliding_refund_overtaken_by_a_new_slot,
+        SlidingWindow,
+        MutexSlidingWindow,
+        LiveSlidingWindow,
+        sliding_window
+    );
 }
 
 /// A refund that is not overtaken still gives back in the window it reads (the fix gives up
@@ -226,16 +236,13 @@ fn bucket_refund_overtaken_by_a_later_write<L: Limiter + 'static>(
 
 #[test]
 fn a_bucket_refund_on_a_reading_behind_the_bucket_gives_nothing() {
-    bucket_refund_overtaken_by_a_later_write("TokenBucket", |c| TokenBucket::with_clock(five(), c));
-    bucket_refund_overtaken_by_a_later_write("MutexTokenBucket", |c| {
-        MutexTokenBucket::with_clock(five(), c)
-    });
-    bucket_refund_overtaken_by_a_later_write("LiveTokenBucket", |c| {
-        LiveTokenBucket::with_clock(five(), c)
-    });
-    bucket_refund_overtaken_by_a_later_write("Limits(token bucket)", |c| {
-        Limits::try_new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
-    });
+    on_each_form!(
+        bucket_refund_overtaken_by_a_later_write,
+        TokenBucket,
+        MutexTokenBucket,
+        LiveTokenBucket,
+        token_bucket
+    );
 }
 
 /// A zero cost reads 0 s; before it decides, the clock reaches 100 s and others empty the
@@ -296,18 +303,15 @@ fn zero_cost_overtaken_on<L: Limiter + 'static>(
 
 #[test]
 fn a_zero_cost_passes_on_a_bucket_written_with_a_later_reading() {
-    let real = zero_cost_overtaken_on("TokenBucket", |c| TokenBucket::with_clock(five(), c));
-    let twin = zero_cost_overtaken_on("MutexTokenBucket", |c| {
-        MutexTokenBucket::with_clock(five(), c)
-    });
+    let [real, twin, live, group] = on_each_form!(
+        zero_cost_overtaken_on,
+        TokenBucket,
+        MutexTokenBucket,
+        LiveTokenBucket,
+        token_bucket
+    );
     assert_eq!(real, twin, "the twin answers the same, fields included");
-    let live = zero_cost_overtaken_on("LiveTokenBucket", |c| {
-        LiveTokenBucket::with_clock(five(), c)
-    });
     assert_eq!(real, live);
-    let group = zero_cost_overtaken_on("Limits(token bucket)", |c| {
-        Limits::try_new(c, [Arc::new(Member::token_bucket(five()))]).unwrap()
-    });
     assert_eq!(real, group);
 }
 

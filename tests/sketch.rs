@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use common::Rng;
 use shadow::{
-    admitted_by_racing_threads, ask, check_against_shadow, cost, exact_map, shadows, step, Admitted,
+    ask, cost, exact_map, racing_threads_keep_keys_within, random_quota, shadows, step, Admitted,
 };
 use tollgate::{Clock, FixedWindow, ManualClock, Quota, SketchLimiter, SketchSize};
-use tollgate_test_support::{BuildShifted, TwoWindow};
+use tollgate_test_support::{check_against_shadow, BuildShifted, TwoWindow};
 
 /// A hasher that puts key `k < 64` in column `k · columns / 64` and lane pair 0: no two small
 /// keys share a column when there are at least 64 columns.
@@ -24,9 +24,7 @@ type Spread = BuildShifted<58>;
 fn fixed_window_never_admits_more_than_the_exact_map() {
     let mut rng = Rng(0x5ce7c4);
     for case in 0..300 {
-        let limit = 1 + rng.below(6);
-        let period = Duration::from_millis(100 + rng.below(900));
-        let quota = Quota::try_new(limit, period).unwrap();
+        let (limit, period, quota) = random_quota(&mut rng, 6);
         let columns = 1 + rng.below(6);
         let keys = 2 + rng.below(40);
         let back = case % 3 == 0;
@@ -100,10 +98,8 @@ fn fixed_window_agrees_with_the_exact_map_without_collisions() {
 fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
     let mut rng = Rng(0x511d);
     for case in 0..300 {
-        let limit = 1 + rng.below(8);
-        let period = Duration::from_millis(100 + rng.below(900));
+        let (limit, period, quota) = random_quota(&mut rng, 8);
         let len = period.as_nanos() as u64;
-        let quota = Quota::try_new(limit, period).unwrap();
         let clock = ManualClock::new();
         let wide = case % 2 == 0;
         let columns = if wide { 64 } else { 1 + rng.below(4) };
@@ -151,22 +147,20 @@ fn sliding_keeps_every_keys_own_two_window_count_within_the_limit() {
 
 #[test]
 fn racing_threads_on_one_column_never_pass_a_key_over_its_limit() {
-    let limit = 50;
-    let quota = Quota::per_second(limit).unwrap();
-    for _ in 0..20 {
-        let clock = ManualClock::new();
-        let sketch = SketchLimiter::<u64, _>::with_clock(
-            quota,
-            SketchSize::columns(1).unwrap(),
-            clock.clone(),
-        );
-        let per_key = admitted_by_racing_threads(|_, i| {
+    racing_threads_keep_keys_within(
+        50,
+        |quota, clock, _| {
+            SketchLimiter::<u64, _>::with_clock(
+                quota,
+                SketchSize::columns(1).unwrap(),
+                clock.clone(),
+            )
+        },
+        |sketch, _, i| {
             let key = i % 6;
             (key, u64::from(sketch.try_acquire(&key).is_allowed()))
-        });
-        assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
-        assert!(per_key.iter().sum::<u64>() > 0);
-    }
+        },
+    );
 }
 
 #[test]

@@ -172,18 +172,27 @@ fn run(
     })
 }
 
-/// Fixed window: per window, admitted - refunded ≤ limit. `Err` names the first window over.
-fn check_fixed(events: &[Event]) -> Result<(), String> {
+/// Units admitted minus units refunded per span of `len` ns: an admission counts in the span
+/// it charged, `ahead` spans before the one its reset ends in; a refund in the span of its
+/// reading.
+fn net_per_span(events: &[Event], len: u64, ahead: u64) -> std::collections::BTreeMap<u64, i64> {
     let mut net = std::collections::BTreeMap::<u64, i64>::new();
     for e in events {
         match *e {
             Event::Admitted { at, cost, reset } => {
-                *net.entry((at + reset) / PERIOD - 1).or_default() += cost as i64;
+                *net.entry((at + reset) / len - ahead).or_default() += cost as i64;
             }
-            Event::Refunded { at, given } => *net.entry(at / PERIOD).or_default() -= given as i64,
+            Event::Refunded { at, given } => *net.entry(at / len).or_default() -= given as i64,
             Event::Denied => {}
         }
     }
+    net
+}
+
+/// Fixed window: per window, admitted - refunded ≤ limit. `Err` names the first window over.
+fn check_fixed(events: &[Event]) -> Result<(), String> {
+    // An admission's reset ends at its window's end.
+    let net = net_per_span(events, PERIOD, 1);
     match net.iter().find(|&(_, &n)| n > LIMIT as i64) {
         Some((w, n)) => Err(format!("window {w} admitted {n} net, limit {LIMIT}")),
         None => Ok(()),
@@ -192,17 +201,8 @@ fn check_fixed(events: &[Event]) -> Result<(), String> {
 
 /// Sliding window: any `K + 1` consecutive slots hold at most `limit` net.
 fn check_sliding(events: &[Event]) -> Result<(), String> {
-    let len = PERIOD.div_ceil(SLOTS);
-    let mut net = std::collections::BTreeMap::<u64, i64>::new();
-    for e in events {
-        match *e {
-            Event::Admitted { at, cost, reset } => {
-                *net.entry((at + reset) / len - SLOTS - 1).or_default() += cost as i64;
-            }
-            Event::Refunded { at, given } => *net.entry(at / len).or_default() -= given as i64,
-            Event::Denied => {}
-        }
-    }
+    // An admission's reset ends when its slot leaves the window, `K + 1` slots on.
+    let net = net_per_span(events, PERIOD.div_ceil(SLOTS), SLOTS + 1);
     for &e in net.keys() {
         let held: i64 = net.range(e.saturating_sub(SLOTS)..=e).map(|(_, n)| n).sum();
         if held > LIMIT as i64 {

@@ -30,40 +30,30 @@ struct Shifted<'a> {
     twin: &'a dyn Limiter,
 }
 
-/// A reference model as the differential targets drive it.
-trait Reference {
+/// A reference model as the differential targets (and, with its quota changes, the `live`
+/// target) drive it.
+pub(crate) trait Reference {
     /// One request of `n` units at clock reading `now_ns`.
     fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome;
     /// A refund of `n` units at clock reading `now_ns`: the units given back.
     fn refund(&mut self, now_ns: u64, n: u64) -> u64;
 }
 
-impl Reference for TokenBucketModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        TokenBucketModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        TokenBucketModel::refund(self, now_ns, n)
-    }
+/// [`Reference`] for models that refund: their own `acquire` and `refund`.
+macro_rules! reference {
+    ($($model:ty),*) => {$(
+        impl Reference for $model {
+            fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
+                <$model>::acquire(self, now_ns, n)
+            }
+            fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
+                <$model>::refund(self, now_ns, n)
+            }
+        }
+    )*};
 }
 
-impl Reference for FixedWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        FixedWindowModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        FixedWindowModel::refund(self, now_ns, n)
-    }
-}
-
-impl Reference for SlidingWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        SlidingWindowModel::acquire(self, now_ns, n)
-    }
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        SlidingWindowModel::refund(self, now_ns, n)
-    }
-}
+reference!(TokenBucketModel, FixedWindowModel, SlidingWindowModel);
 
 /// The sliding log refunds nothing (`Limiter::refund`).
 impl Reference for SlidingLogModel {
@@ -223,29 +213,38 @@ impl<M: Reference> Steps for Driven<'_, M> {
     }
 }
 
-/// Runs one decoded stream against a limiter, its twin and a model; and against the shifted
-/// copies, whose every decision must be the first limiter's.
-#[allow(clippy::too_many_arguments)]
-fn drive(
+/// Runs one decoded stream against the limiter and twin that `pair` makes on a clock, and
+/// their model; and against a second pair made on a clock whose zero is `offset` ns before
+/// their start (see [`crate::clock_offset`]), whose every decision must be the first
+/// limiter's.
+fn drive<L: Limiter, T: Limiter>(
     quota: &Quota,
     ops: &[Op],
-    clock: &ManualClock,
-    lock_free: &dyn Limiter,
-    twin: &dyn Limiter,
+    offset: u64,
+    pair: impl Fn(ManualClock) -> (L, T),
     model: impl Reference,
     bound: Bound,
-    shifted: &Shifted<'_>,
 ) {
+    let (clock, far) = (ManualClock::new(), ManualClock::new());
+    far.set(Duration::from_nanos(offset));
+    let (lock_free, twin) = pair(clock.clone());
+    let (far_lock_free, far_twin) = pair(far.clone());
+    let shifted = Shifted {
+        clock: &far,
+        offset,
+        lock_free: &far_lock_free,
+        twin: &far_twin,
+    };
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a period fits");
     let mut d = Driven {
         quota,
-        clock,
-        lock_free,
-        twin,
+        clock: &clock,
+        lock_free: &lock_free,
+        twin: &twin,
         model,
         bound,
         ledger: Ledger::new(bound, quota),
-        shifted,
+        shifted: &shifted,
         under: 0,
     };
     stream::run(ops, period_ns, &mut d);
@@ -261,7 +260,7 @@ fn capacity(quota: &Quota, bound: Bound) -> u64 {
 }
 
 macro_rules! target {
-    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $clock:ident, $ops:ident, $shifted:ident, $data:ident| $body:block) => {
+    ($(#[$doc:meta])* $name:ident, |$quota:ident, $slots:ident, $ops:ident, $data:ident| $body:block) => {
         $(#[$doc])*
         pub mod $name {
             use super::*;
@@ -272,8 +271,6 @@ macro_rules! target {
                 let Some((spec, $ops)) = decode(data) else { return };
                 let Some($quota) = spec.build() else { return };
                 let $slots = spec.slots();
-                let $clock = ManualClock::new();
-                let $shifted = ManualClock::new();
                 let $data = data;
                 $body
             }
@@ -284,37 +281,25 @@ macro_rules! target {
 target!(
     /// `TokenBucket` vs `MutexTokenBucket` vs [`TokenBucketModel`]; bound: burst + rate × time.
     token_bucket,
-    |quota, _slots, clock, ops, far, data| {
-        let lock_free = TokenBucket::with_clock(quota, clock.clone());
-        let twin = MutexTokenBucket::with_clock(quota, clock.clone());
-        let offset = clock_offset(data, 1);
-        far.set(Duration::from_nanos(offset));
-        let (far_lock_free, far_twin) = (
-            TokenBucket::with_clock(quota, far.clone()),
-            MutexTokenBucket::with_clock(quota, far.clone()),
-        );
-        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
+    |quota, _slots, ops, data| {
+        let pair = |c: ManualClock| {
+            (TokenBucket::with_clock(quota, c.clone()), MutexTokenBucket::with_clock(quota, c))
+        };
         let model = TokenBucketModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Bucket, &shifted);
+        drive(&quota, &ops, clock_offset(data, 1), pair, model, Bound::Bucket);
     }
 );
 
 target!(
     /// `FixedWindow` vs `MutexFixedWindow` vs [`FixedWindowModel`]; bound: limit per window.
     fixed_window,
-    |quota, _slots, clock, ops, far, data| {
-        let lock_free = FixedWindow::with_clock(quota, clock.clone());
-        let twin = MutexFixedWindow::with_clock(quota, clock.clone());
+    |quota, _slots, ops, data| {
+        let pair = |c: ManualClock| {
+            (FixedWindow::with_clock(quota, c.clone()), MutexFixedWindow::with_clock(quota, c))
+        };
         // Windows align to the clock's zero: an offset of whole periods.
         let offset = clock_offset(data, nanos(quota.period()));
-        far.set(Duration::from_nanos(offset));
-        let (far_lock_free, far_twin) = (
-            FixedWindow::with_clock(quota, far.clone()),
-            MutexFixedWindow::with_clock(quota, far.clone()),
-        );
-        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
-        let model = FixedWindowModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Aligned, &shifted);
+        drive(&quota, &ops, offset, pair, FixedWindowModel::new(&quota), Bound::Aligned);
     }
 );
 
@@ -322,23 +307,24 @@ target!(
     /// `SlidingWindow` (1 to 4096 slots) vs `MutexSlidingWindow` vs [`SlidingWindowModel`];
     /// bound: limit in any period.
     sliding_window,
-    |quota, slots, clock, ops, far, data| {
-        let built = SlidingWindow::try_with_slots(quota, slots, clock.clone());
-        let twin_built = MutexSlidingWindow::try_with_slots(quota, slots, clock.clone());
-        assert_eq!(built.as_ref().err(), twin_built.as_ref().err(), "{slots} slots");
-        let (Ok(lock_free), Ok(twin)) = (built, twin_built) else { return };
+    |quota, slots, ops, data| {
+        let pair = |c: ManualClock| {
+            let lock_free = SlidingWindow::try_with_slots(quota, slots, c.clone());
+            (lock_free, MutexSlidingWindow::try_with_slots(quota, slots, c))
+        };
+        let (refused, twin_refused) = pair(ManualClock::new());
+        assert_eq!(refused.as_ref().err(), twin_refused.as_ref().err(), "{slots} slots");
+        if refused.is_err() {
+            return;
+        }
+        let pair = |c| {
+            let (lock_free, twin) = pair(c);
+            (lock_free.expect("accepted above"), twin.expect("accepted above"))
+        };
         // Slots align to the clock's zero: an offset of whole slots.
         let offset = clock_offset(data, nanos(quota.period()).div_ceil(u64::from(slots)));
-        far.set(Duration::from_nanos(offset));
-        let (Ok(far_lock_free), Ok(far_twin)) = (
-            SlidingWindow::try_with_slots(quota, slots, far.clone()),
-            MutexSlidingWindow::try_with_slots(quota, slots, far.clone()),
-        ) else {
-            unreachable!("the same quota and slots")
-        };
-        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
         let model = SlidingWindowModel::new(&quota, slots);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding, &shifted);
+        drive(&quota, &ops, offset, pair, model, Bound::Sliding);
     }
 );
 
@@ -346,18 +332,15 @@ target!(
     /// `SlidingLog` vs `MutexSlidingLog` vs [`SlidingLogModel`] (limits up to
     /// [`MAX_LOG_LIMIT`]); bound: limit in any period.
     sliding_log,
-    |quota, _slots, clock, ops, far, data| {
+    |quota, _slots, ops, data| {
         if quota.limit() > MAX_LOG_LIMIT {
             return;
         }
-        let lock_free = SlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
-        let twin = MutexSlidingLog::try_with_clock(quota, clock.clone()).expect("a small log");
-        let offset = clock_offset(data, 1);
-        far.set(Duration::from_nanos(offset));
-        let far_lock_free = SlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
-        let far_twin = MutexSlidingLog::try_with_clock(quota, far.clone()).expect("a small log");
-        let shifted = Shifted { clock: &far, offset, lock_free: &far_lock_free, twin: &far_twin };
+        let pair = |c: ManualClock| {
+            let lock_free = SlidingLog::try_with_clock(quota, c.clone()).expect("a small log");
+            (lock_free, MutexSlidingLog::try_with_clock(quota, c).expect("a small log"))
+        };
         let model = SlidingLogModel::new(&quota);
-        drive(&quota, &ops, &clock, &lock_free, &twin, model, Bound::Sliding, &shifted);
+        drive(&quota, &ops, clock_offset(data, 1), pair, model, Bound::Sliding);
     }
 );

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
     Algorithm, Clock, KeyedError, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError, WhenFull,
@@ -42,7 +42,7 @@ use tollgate::{
 use crate::differential::MAX_LOG_LIMIT;
 use crate::live::QuotaChoice;
 use crate::model::{FixedWindowModel, TokenBucketModel};
-use crate::{Cost, Outcome, QuotaSpec, Span};
+use crate::{step_back, Cost, Outcome, QuotaSpec, Span};
 
 /// Keys are `0..KEYS`.
 pub const KEYS: u8 = 8;
@@ -103,10 +103,7 @@ pub struct KeyedSpec {
 /// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations; `None` if the bytes run out before
 /// the settings are complete.
 pub fn decode(data: &[u8]) -> Option<(KeyedSpec, Vec<KeyedOp>)> {
-    let mut u = Unstructured::new(data);
-    let spec = KeyedSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some((spec, ops))
+    crate::settings_and_ops(data)
 }
 
 /// The mutex twin of `algorithm` under `quota`, or the error the keyed map gives for it.
@@ -458,14 +455,8 @@ pub fn run(data: &[u8]) {
                 far_clock.set(Duration::from_nanos(offset.saturating_add(now)));
             }
             KeyedOp::StepBack(span) => {
-                let back = span.nanos(period_ns);
                 // Below the start, the far clock reads before its map's origin: as the origin.
-                let far_reading = if back > now {
-                    offset.saturating_sub(back - now)
-                } else {
-                    offset.saturating_add(now - back)
-                };
-                now = now.saturating_sub(back);
+                let far_reading = step_back(&mut now, span.nanos(period_ns), offset);
                 clock.set(Duration::from_nanos(now));
                 far_clock.set(Duration::from_nanos(far_reading));
             }

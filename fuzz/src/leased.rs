@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use tollgate::baseline::MutexTokenBucket;
 use tollgate::{Clock, Lease, Leased, Limiter, ManualClock, TokenBucket};
 
@@ -69,24 +69,10 @@ pub struct LeaseSpec {
     pub threads: u8,
 }
 
-/// A whole input.
-#[derive(Debug)]
-pub struct Input {
-    /// The quota.
-    pub quota: QuotaSpec,
-    /// The lease policy.
-    pub lease: LeaseSpec,
-    /// The steps.
-    pub ops: Vec<LeasedOp>,
-}
-
-/// Decodes an input, or `None` if it is too short.
-pub fn decode(data: &[u8]) -> Option<Input> {
-    let mut u = Unstructured::new(data);
-    let quota = QuotaSpec::arbitrary(&mut u).ok()?;
-    let lease = LeaseSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some(Input { quota, lease, ops })
+/// Decodes the quota, the lease policy and up to [`MAX_OPS`](crate::MAX_OPS) steps; `None` if
+/// the bytes run out before the policy is complete.
+pub fn decode(data: &[u8]) -> Option<((QuotaSpec, LeaseSpec), Vec<LeasedOp>)> {
+    crate::settings_and_ops(data)
 }
 
 impl LeaseSpec {
@@ -118,12 +104,14 @@ impl LeaseSpec {
 
 /// The target.
 pub fn run(data: &[u8]) {
-    let Some(input) = decode(data) else { return };
-    let Some(quota) = input.quota.build() else {
+    let Some(((quota, lease_spec), ops)) = decode(data) else {
+        return;
+    };
+    let Some(quota) = quota.build() else {
         return;
     };
     let period_ns = u64::try_from(quota.period().as_nanos()).expect("a quota's period fits");
-    let Some(lease) = input.lease.build(period_ns) else {
+    let Some(lease) = lease_spec.build(period_ns) else {
         return;
     };
     let clock = ManualClock::new();
@@ -139,14 +127,14 @@ pub fn run(data: &[u8]) {
     let twin = MutexTokenBucket::with_clock(quota, clock.clone());
     let mut envelope = Envelope::new(&quota, limiter.max_overshoot());
     let mut exact = Ledger::new(Bound::Bucket, &quota);
-    let threads = 1 + input.lease.threads % MAX_THREADS;
+    let threads = 1 + lease_spec.threads % MAX_THREADS;
     let mut workers: Vec<Worker> = (0..threads)
         .map(|_| Worker::spawn(limiter.clone()))
         .collect();
     // Units admitted since the clock last moved, while it has never moved: a fresh bucket at
     // one instant gives at most its burst, leases or not.
     let mut frozen = Some(0u64);
-    for op in input.ops {
+    for op in ops {
         let now = clock.now_nanos();
         match op {
             LeasedOp::Acquire { thread, cost } => {

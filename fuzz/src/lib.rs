@@ -297,26 +297,42 @@ pub fn clock_offset(data: &[u8], grain: u64) -> u64 {
     off - off % grain.max(1)
 }
 
-/// Up to [`MAX_OPS`] operations from the rest of `u`: they end where the bytes run out or an
-/// operation cannot be decoded.
-pub(crate) fn ops<'a, T: Arbitrary<'a>>(u: &mut Unstructured<'a>) -> Vec<T> {
+/// Decodes a target's settings `S` (a tuple of several in the order they are read), then up to
+/// [`MAX_OPS`] operations from the rest: they end where the bytes run out or an operation
+/// cannot be decoded. `None` if the bytes run out before the settings are complete.
+pub(crate) fn settings_and_ops<'a, S: Arbitrary<'a>, T: Arbitrary<'a>>(
+    data: &'a [u8],
+) -> Option<(S, Vec<T>)> {
+    let mut u = Unstructured::new(data);
+    let settings = S::arbitrary(&mut u).ok()?;
     let mut ops = Vec::new();
     while ops.len() < MAX_OPS && !u.is_empty() {
-        match T::arbitrary(u) {
+        match T::arbitrary(&mut u) {
             Ok(op) => ops.push(op),
             Err(_) => break,
         }
     }
-    ops
+    Some((settings, ops))
 }
 
 /// Decodes a quota and up to [`MAX_OPS`] operations; `None` if the bytes run out before the
 /// quota is complete.
 pub fn decode(data: &[u8]) -> Option<(QuotaSpec, Vec<Op>)> {
-    let mut u = Unstructured::new(data);
-    let spec = QuotaSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some((spec, ops))
+    settings_and_ops(data)
+}
+
+/// A step back of `back` ns from `now` (the limiters' own time, ns since they were made) on a
+/// clock that reads `offset + now`: `now` saturates at 0, and the returned reading of the
+/// offset clock goes below `offset` by what `now` could not (before the limiters' origin,
+/// which they must read as the origin).
+pub(crate) fn step_back(now: &mut u64, back: u64, offset: u64) -> u64 {
+    let reading = if back > *now {
+        offset.saturating_sub(back - *now)
+    } else {
+        offset.saturating_add(*now - back)
+    };
+    *now = now.saturating_sub(back);
+    reading
 }
 
 /// Runs the named target on one input (for the corpus replay).

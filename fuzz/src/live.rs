@@ -28,14 +28,15 @@
 
 use std::time::Duration;
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use tollgate::{
     Limiter, Live, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, ManualClock, Quota,
     QuotaError, DEFAULT_SLOTS,
 };
 
+use crate::differential::Reference;
 use crate::model::{FixedWindowModel, SlidingWindowModel, TokenBucketModel};
-use crate::{Cost, Num, Outcome, QuotaSpec, Span};
+use crate::{step_back, Cost, Num, Outcome, QuotaSpec, Span};
 
 /// Which live limiter.
 #[derive(Arbitrary, Clone, Copy, Debug)]
@@ -126,25 +127,10 @@ pub enum LiveOp {
     SetQuota(QuotaChoice),
 }
 
-/// A whole input.
-#[derive(Debug)]
-pub struct Input {
-    /// The limiter.
-    pub kind: LiveKind,
-    /// Its first quota.
-    pub quota: QuotaSpec,
-    /// The steps.
-    pub ops: Vec<LiveOp>,
-}
-
 /// Decodes the limiter, its first quota and up to [`MAX_OPS`](crate::MAX_OPS) steps; `None` if the bytes run
 /// out before the quota is complete.
-pub fn decode(data: &[u8]) -> Option<Input> {
-    let mut u = Unstructured::new(data);
-    let kind = LiveKind::arbitrary(&mut u).ok()?;
-    let quota = QuotaSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some(Input { kind, quota, ops })
+pub fn decode(data: &[u8]) -> Option<((LiveKind, QuotaSpec), Vec<LiveOp>)> {
+    crate::settings_and_ops(data)
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -178,52 +164,27 @@ live_limiter!(
     LiveSlidingWindow<ManualClock>
 );
 
-/// A reference model of a live limiter: a request, a refund and a change at a clock reading.
-trait LiveModel: Clone {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome;
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64;
+/// A reference model of a live limiter: a request and a refund at a clock reading (as the
+/// differential targets drive it), and a change.
+trait LiveModel: Reference + Clone {
     fn set_quota(&mut self, quota: &Quota, now_ns: u64) -> Result<(), QuotaError>;
 }
 
 impl LiveModel for TokenBucketModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        TokenBucketModel::acquire(self, now_ns, n)
-    }
-
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        TokenBucketModel::refund(self, now_ns, n)
-    }
-
     fn set_quota(&mut self, quota: &Quota, now_ns: u64) -> Result<(), QuotaError> {
         TokenBucketModel::set_quota(self, quota, now_ns)
     }
 }
 
+/// A window's count does not depend on the instant of the change.
 impl LiveModel for FixedWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        FixedWindowModel::acquire(self, now_ns, n)
-    }
-
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        FixedWindowModel::refund(self, now_ns, n)
-    }
-
-    /// A window's count does not depend on the instant of the change.
     fn set_quota(&mut self, quota: &Quota, _now_ns: u64) -> Result<(), QuotaError> {
         FixedWindowModel::set_quota(self, quota)
     }
 }
 
+/// The slots' counts do not depend on the instant of the change.
 impl LiveModel for SlidingWindowModel {
-    fn acquire(&mut self, now_ns: u64, n: u64) -> Outcome {
-        SlidingWindowModel::acquire(self, now_ns, n)
-    }
-
-    fn refund(&mut self, now_ns: u64, n: u64) -> u64 {
-        SlidingWindowModel::refund(self, now_ns, n)
-    }
-
-    /// The slots' counts do not depend on the instant of the change.
     fn set_quota(&mut self, quota: &Quota, _now_ns: u64) -> Result<(), QuotaError> {
         SlidingWindowModel::set_quota(self, quota)
     }
@@ -249,14 +210,8 @@ fn drive(
                 clock.set(Duration::from_nanos(offset.saturating_add(now)));
             }
             LiveOp::StepBack(span) => {
-                let back = span.nanos(period_ns);
                 // Below the start the clock reads before the limiter's origin: as the origin.
-                let reading = if back > now {
-                    offset.saturating_sub(back - now)
-                } else {
-                    offset.saturating_add(now - back)
-                };
-                now = now.saturating_sub(back);
+                let reading = step_back(&mut now, span.nanos(period_ns), offset);
                 clock.set(Duration::from_nanos(reading));
             }
             LiveOp::Acquire(cost) => {
@@ -318,14 +273,15 @@ fn drive(
 /// # Panics
 /// Wherever the live limiter and its model disagree.
 pub fn run(data: &[u8]) {
-    let Some(input) = decode(data) else { return };
-    let Some(quota) = input.quota.build() else {
+    let Some(((kind, quota), ops)) = decode(data) else {
         return;
     };
-    let ops = &input.ops;
+    let Some(quota) = quota.build() else {
+        return;
+    };
     // Once on a clock that reads 0 when the limiter is made, once on a clock whose zero is
     // far before (whole windows or slots: a live window's period never changes).
-    let grain = match input.kind {
+    let grain = match kind {
         LiveKind::TokenBucket => 1,
         LiveKind::FixedWindow => nanos(quota.period()),
         LiveKind::SlidingWindow => nanos(quota.period()).div_ceil(u64::from(DEFAULT_SLOTS)),
@@ -333,33 +289,21 @@ pub fn run(data: &[u8]) {
     for offset in [0, crate::clock_offset(data, grain)] {
         let clock = ManualClock::new();
         clock.set(Duration::from_nanos(offset));
-        match input.kind {
+        match kind {
             LiveKind::TokenBucket => {
                 let live = LiveTokenBucket::with_clock(quota, clock.clone());
-                drive(
-                    &live,
-                    TokenBucketModel::live(&quota),
-                    quota,
-                    ops,
-                    &clock,
-                    offset,
-                );
+                let model = TokenBucketModel::live(&quota);
+                drive(&live, model, quota, &ops, &clock, offset);
             }
             LiveKind::FixedWindow => {
                 let live = LiveFixedWindow::with_clock(quota, clock.clone());
-                drive(
-                    &live,
-                    FixedWindowModel::new(&quota),
-                    quota,
-                    ops,
-                    &clock,
-                    offset,
-                );
+                let model = FixedWindowModel::new(&quota);
+                drive(&live, model, quota, &ops, &clock, offset);
             }
             LiveKind::SlidingWindow => {
                 let live = LiveSlidingWindow::with_clock(quota, clock.clone());
                 let model = SlidingWindowModel::new(&quota, DEFAULT_SLOTS);
-                drive(&live, model, quota, ops, &clock, offset);
+                drive(&live, model, quota, &ops, &clock, offset);
             }
         }
     }

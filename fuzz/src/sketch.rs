@@ -14,13 +14,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use arbitrary::{Arbitrary, Unstructured};
+use arbitrary::Arbitrary;
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimiter, Limiter, ManualClock, Quota, QuotaError,
-    SketchLimiter, SketchSize,
+    Algorithm, Clock, Decision, FixedWindow, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota,
+    QuotaError, SketchLimiter, SketchSize,
 };
 
-use tollgate_test_support::TwoWindow;
+use tollgate_test_support::{check_against_shadow, TwoWindow};
 
 use crate::{Cost, QuotaSpec, Span};
 
@@ -63,10 +63,7 @@ pub enum SketchOp {
 
 /// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(SketchSpec, Vec<SketchOp>)> {
-    let mut u = Unstructured::new(data);
-    let spec = SketchSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some((spec, ops))
+    crate::settings_and_ops(data)
 }
 
 /// The time the limiters read: the clock's, up to the horizon (past it time stands still).
@@ -74,26 +71,13 @@ fn now(clock: &ManualClock) -> u64 {
     clock.now_nanos().min(crate::HORIZON)
 }
 
-/// Asserts `d` no more optimistic than `own`, the key's exact answer: `remaining` at most its,
-/// `reset_after` at least its; when both deny (`both_denied`), only `retry_after`, at least its.
-pub(crate) fn not_optimistic(d: &Decision, own: &Decision, both_denied: bool, at: &str) {
-    if both_denied {
-        // Both denied: only the wait is compared (`own` was asked the same cost).
-        let ok = d.retry_after().is_none()
-            || own
-                .retry_after()
-                .is_some_and(|o| d.retry_after().unwrap() >= o);
-        assert!(ok, "{at}: retry {d:?} before {own:?}");
-        return;
-    }
-    assert!(
-        d.remaining() <= own.remaining(),
-        "{at}: remaining {d:?} above {own:?}"
-    );
-    assert!(
-        d.reset_after() >= own.reset_after(),
-        "{at}: reset {d:?} before {own:?}"
-    );
+/// The quota a sketch counts, `spec` without its burst (a window counts `limit`), and its
+/// size, `1 + columns % 8` columns; `None` if tollgate refuses the numbers.
+pub(crate) fn window_and_size(spec: &QuotaSpec, columns: u8) -> Option<(Quota, SketchSize)> {
+    let quota = spec.build()?;
+    let quota = Quota::try_new(quota.limit(), quota.period()).expect("the limit and period passed");
+    let size = SketchSize::columns(1 + u64::from(columns % 8)).expect("1..=8 columns");
+    Some((quota, size))
 }
 
 /// The exact fixed-window map, and every key's shadow (its own fixed window), all made now on
@@ -114,41 +98,28 @@ pub(crate) fn references(
     (exact, shadows)
 }
 
-/// A request of `n` by `acquire`, checked against `peek` when the op was a peek: a peek
-/// writes nothing (asked twice, the same answer) and answers what the request then gets.
-pub(crate) fn acquire_after_peek(
-    peek: bool,
-    at: &str,
-    peek_n: impl Fn() -> Decision,
-    acquire: impl FnOnce() -> Decision,
-) -> Decision {
-    let peeked = peek.then(&peek_n);
-    if let Some(p) = peeked {
-        assert_eq!(p, peek_n(), "{at}: a peek wrote");
-    }
-    let d = acquire();
-    if let Some(p) = peeked {
-        assert_eq!(p, d, "{at}: the peek differs from the request");
-    }
-    d
+/// A sketch under test: the two calls the targets make of either form.
+pub(crate) trait Sketch {
+    /// `peek(key, n)`.
+    fn peek(&self, key: u8, n: u64) -> Decision;
+    /// `try_acquire_n(key, n)`.
+    fn try_acquire_n(&self, key: u8, n: u64) -> Decision;
 }
 
-/// Checks `d`, the answer to a request of `n`, against the key's `shadow`, and charges the
-/// shadow what was admitted: an admission must fit it, and no answer is optimistic.
-pub(crate) fn check_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
-    let (before, left) = (shadow.peek(n), shadow.peek(0));
-    if d.is_allowed() {
-        let s = shadow.try_acquire_n(n);
-        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-        not_optimistic(d, &s, false, at);
-    } else {
-        // A denial against what the key has left before this request.
-        not_optimistic(d, &left, false, at);
-        if !before.is_allowed() {
-            not_optimistic(d, &before, true, at);
+macro_rules! sketch {
+    ($($sketch:ident),*) => {$(
+        impl Sketch for $sketch<u8, ManualClock> {
+            fn peek(&self, key: u8, n: u64) -> Decision {
+                $sketch::peek(self, &key, n)
+            }
+            fn try_acquire_n(&self, key: u8, n: u64) -> Decision {
+                $sketch::try_acquire_n(self, &key, n)
+            }
         }
-    }
+    )*};
 }
+
+sketch!(SketchLimiter, HybridSketchLimiter);
 
 /// Units admitted per key: by the sketch, by the exact map.
 #[derive(Default)]
@@ -208,6 +179,31 @@ impl SketchOp {
             SketchOp::Peek { key, cost } => Some((key % KEYS, cost.units(), true)),
         }
     }
+
+    /// Op `i` made on `sketch`: `None` for a clock step (see [`SketchOp::request`]); for a
+    /// request, the key, the units, the answer and where it was made (for messages). A peek
+    /// is checked on the way: it writes nothing (asked twice, the same answer) and answers
+    /// what the request then gets.
+    pub(crate) fn ask(
+        self,
+        i: usize,
+        sketch: &impl Sketch,
+        clock: &ManualClock,
+        len: u64,
+        stepped_back: Option<&mut bool>,
+    ) -> Option<(u8, u64, Decision, String)> {
+        let (key, n, peek) = self.request(clock, len, stepped_back)?;
+        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
+        let peeked = peek.then(|| sketch.peek(key, n));
+        if let Some(p) = peeked {
+            assert_eq!(p, sketch.peek(key, n), "{at}: a peek wrote");
+        }
+        let d = sketch.try_acquire_n(key, n);
+        if let Some(p) = peeked {
+            assert_eq!(p, d, "{at}: the peek differs from the request");
+        }
+        Some((key, n, d, at))
+    }
 }
 
 /// Runs one input.
@@ -215,12 +211,10 @@ pub fn run(data: &[u8]) {
     let Some((spec, ops)) = decode(data) else {
         return;
     };
-    let Some(quota) = spec.quota.build() else {
+    let Some((quota, size)) = window_and_size(&spec.quota, spec.columns) else {
         return;
     };
-    let quota = Quota::try_new(quota.limit(), quota.period()).expect("the limit and period passed");
     let (limit, len) = (quota.limit(), quota.period().as_nanos() as u64);
-    let size = SketchSize::columns(1 + u64::from(spec.columns % 8)).expect("1..=8 columns");
     let clock = ManualClock::new();
     let sketch = if spec.sliding {
         match SketchLimiter::<u8, _>::try_sliding_with_clock(quota, size, clock.clone()) {
@@ -248,16 +242,9 @@ pub fn run(data: &[u8]) {
     // sketch and not the map: from then on only the key's own limit (the shadow) is checked.
     let mut stepped_back = false;
     for (i, op) in ops.iter().enumerate() {
-        let Some((key, n, peek)) = op.request(&clock, len, Some(&mut stepped_back)) else {
+        let Some((key, n, d, at)) = op.ask(i, &sketch, &clock, len, Some(&mut stepped_back)) else {
             continue;
         };
-        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let d = acquire_after_peek(
-            peek,
-            &at,
-            || sketch.peek(&key, n),
-            || sketch.try_acquire_n(&key, n),
-        );
         if spec.sliding {
             let own = two.entry(key).or_default();
             let t = now(&clock);
@@ -276,7 +263,7 @@ pub fn run(data: &[u8]) {
             }
             continue;
         }
-        check_shadow(&d, &shadows[&key], n, &at);
+        check_against_shadow(&d, &shadows[&key], n, &at);
         tally.check(&exact, key, n, &d, &at, stepped_back);
     }
 }

@@ -13,10 +13,12 @@
 //! The clock only moves forward (a [`SketchOp::StepBack`] is skipped): the hybrid's guarantee
 //! is stated for clocks that do not step back past their `max_skew_nanos`.
 
-use arbitrary::{Arbitrary, Unstructured};
-use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchSize};
+use arbitrary::Arbitrary;
+use tollgate::{HybridSketchLimiter, ManualClock};
 
-use crate::sketch::{acquire_after_peek, check_shadow, references, SketchOp, Tally};
+use tollgate_test_support::check_against_shadow;
+
+use crate::sketch::{references, window_and_size, SketchOp, Tally};
 use crate::QuotaSpec;
 
 /// The settings of one scenario.
@@ -34,10 +36,7 @@ pub struct HybridSpec {
 
 /// Decodes the settings and up to [`MAX_OPS`](crate::MAX_OPS) operations.
 pub fn decode(data: &[u8]) -> Option<(HybridSpec, Vec<SketchOp>)> {
-    let mut u = Unstructured::new(data);
-    let spec = HybridSpec::arbitrary(&mut u).ok()?;
-    let ops = crate::ops(&mut u);
-    Some((spec, ops))
+    crate::settings_and_ops(data)
 }
 
 /// Runs one input.
@@ -45,12 +44,10 @@ pub fn run(data: &[u8]) {
     let Some((spec, ops)) = decode(data) else {
         return;
     };
-    let Some(quota) = spec.quota.build() else {
+    let Some((quota, size)) = window_and_size(&spec.quota, spec.columns) else {
         return;
     };
-    let quota = Quota::try_new(quota.limit(), quota.period()).expect("the limit and period passed");
     let len = quota.period().as_nanos() as u64;
-    let size = SketchSize::columns(1 + u64::from(spec.columns % 8)).expect("1..=8 columns");
     let clock = ManualClock::new();
     let hybrid = HybridSketchLimiter::<u8, _>::with_clock(
         quota,
@@ -63,17 +60,10 @@ pub fn run(data: &[u8]) {
     let mut tally = Tally::default();
     for (i, op) in ops.iter().enumerate() {
         // No step back (see the module's docs).
-        let Some((key, n, peek)) = op.request(&clock, len, None) else {
+        let Some((key, n, d, at)) = op.ask(i, &hybrid, &clock, len, None) else {
             continue;
         };
-        let at = format!("op {i} key {key} n {n} at {}", clock.now_nanos());
-        let d = acquire_after_peek(
-            peek,
-            &at,
-            || hybrid.peek(&key, n),
-            || hybrid.try_acquire_n(&key, n),
-        );
-        check_shadow(&d, &shadows[&key], n, &at);
+        check_against_shadow(&d, &shadows[&key], n, &at);
         tally.check(&exact, key, n, &d, &at, false);
     }
 }

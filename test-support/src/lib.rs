@@ -1,18 +1,26 @@
 //! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
-//! from a seed), a recorder of `tracing` events, and the writer of the docs' generated
-//! sections. Dev-only (`publish = false`).
+//! from a seed), the quotas of the random-stream tests, the checks every limiter's decisions
+//! and a sketch's against a key's exact limiter must pass, a recorder of `tracing` events, and the writer of the docs'
+//! generated sections. Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
 
+mod capacity;
 pub mod cpu;
 pub mod events;
 pub mod marked;
+mod shadow;
 mod two_window;
 
+pub use capacity::check_costs_above_capacity;
+pub use shadow::check_against_shadow;
 pub use two_window::TwoWindow;
 
 use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Duration;
+
+use tollgate::Quota;
 
 /// SplitMix64: one 64-bit state, a full-period stream.
 ///
@@ -90,6 +98,28 @@ pub fn clock_and_cost(rng: &mut SplitMix64, period: u64, limit: u64, now: u64) -
         _ => 1,
     };
     (now, cost)
+}
+
+/// The quotas of the random-stream tests (the core crate's limiters against their twins,
+/// tollgate-redis's against the core's): round (5/s), fractional (3 per 7 s, burst 7), a
+/// short period (100 per 10 ms), one per ns, inexact (999/s, burst 20) and a long log
+/// (50,000 per hour).
+///
+/// ```
+/// assert_eq!(tollgate_test_support::stream_quotas().len(), 6);
+/// ```
+pub fn stream_quotas() -> [Quota; 6] {
+    [
+        Quota::per_second(5).unwrap(),
+        Quota::try_new(3, Duration::from_secs(7))
+            .unwrap()
+            .with_burst(7)
+            .unwrap(),
+        Quota::try_new(100, Duration::from_millis(10)).unwrap(),
+        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
+        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
+        Quota::per_hour(50_000).unwrap(),
+    ]
 }
 
 /// A hasher that hashes a `u64` key to itself shifted left by `SHIFT` bits (bytes are folded

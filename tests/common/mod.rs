@@ -32,45 +32,45 @@ pub struct Subject {
 /// The lock-free limiter and its mutex twin for `algo`, both on `clock`.
 pub fn pair(algo: Algo, quota: Quota, clock: &ManualClock) -> [Subject; 2] {
     let c = || clock.clone();
-    let (name, twin_name, lock_free, twin): (_, _, Box<dyn Limiter>, Box<dyn Limiter>) = match algo
-    {
-        Algo::TokenBucket => (
-            "TokenBucket",
-            "MutexTokenBucket",
-            Box::new(TokenBucket::with_clock(quota, c())),
-            Box::new(MutexTokenBucket::with_clock(quota, c())),
-        ),
-        Algo::FixedWindow => (
-            "FixedWindow",
-            "MutexFixedWindow",
-            Box::new(FixedWindow::with_clock(quota, c())),
-            Box::new(MutexFixedWindow::with_clock(quota, c())),
-        ),
-        Algo::SlidingWindow => (
-            "SlidingWindow",
-            "MutexSlidingWindow",
-            Box::new(SlidingWindow::with_clock(quota, c())),
-            Box::new(MutexSlidingWindow::with_clock(quota, c())),
-        ),
-        Algo::SlidingLog => (
-            "SlidingLog",
-            "MutexSlidingLog",
-            Box::new(SlidingLog::try_with_clock(quota, c()).expect("a small log allocates")),
-            Box::new(MutexSlidingLog::try_with_clock(quota, c()).expect("a small log allocates")),
-        ),
+    fn boxed(limiter: impl Limiter + 'static) -> Box<dyn Limiter> {
+        Box::new(limiter)
+    }
+    // The two limiters of the named types, by `with_clock` (or `try_with_clock`, given a
+    // message for its failure), each with its type's name.
+    macro_rules! both {
+        ($lock_free:ident, $twin:ident) => {
+            [
+                (
+                    stringify!($lock_free),
+                    boxed($lock_free::with_clock(quota, c())),
+                ),
+                (stringify!($twin), boxed($twin::with_clock(quota, c()))),
+            ]
+        };
+        ($lock_free:ident, $twin:ident, $fails:literal) => {
+            [
+                (
+                    stringify!($lock_free),
+                    boxed($lock_free::try_with_clock(quota, c()).expect($fails)),
+                ),
+                (
+                    stringify!($twin),
+                    boxed($twin::try_with_clock(quota, c()).expect($fails)),
+                ),
+            ]
+        };
+    }
+    let built: [(&'static str, Box<dyn Limiter>); 2] = match algo {
+        Algo::TokenBucket => both!(TokenBucket, MutexTokenBucket),
+        Algo::FixedWindow => both!(FixedWindow, MutexFixedWindow),
+        Algo::SlidingWindow => both!(SlidingWindow, MutexSlidingWindow),
+        Algo::SlidingLog => both!(SlidingLog, MutexSlidingLog, "a small log allocates"),
     };
-    [
-        Subject {
-            name,
-            algo,
-            limiter: lock_free,
-        },
-        Subject {
-            name: twin_name,
-            algo,
-            limiter: twin,
-        },
-    ]
+    built.map(|(name, limiter)| Subject {
+        name,
+        algo,
+        limiter,
+    })
 }
 
 /// All eight limiters, each on its own fresh manual clock (returned alongside).

@@ -1,11 +1,12 @@
-//! What the sketch tests share: the random clock step and cost, the check of one decision against
-//! the key's exact limiter fed only what the sketch admitted, and racing threads' tally.
+//! What the sketch tests share: the random quota, clock step and cost, the exact references (the
+//! check of one decision against them is test-support's `check_against_shadow`), and racing
+//! threads' check.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, KeyedLimit, KeyedLimiter, Limiter, ManualClock, Quota,
+    Algorithm, Clock, Decision, FixedWindow, KeyedLimit, KeyedLimiter, ManualClock, Quota,
 };
 
 use crate::common::Rng;
@@ -34,6 +35,14 @@ pub fn cost(rng: &mut Rng, limit: u64, partial: u64) -> u64 {
         r if r <= partial => 1 + rng.below(limit),
         _ => 1,
     }
+}
+
+/// A random quota for a case of a random stream: `1 + rng.below(limits)` per 100 to 999 ms;
+/// with its limit and period.
+pub fn random_quota(rng: &mut Rng, limits: u64) -> (u64, Duration, Quota) {
+    let limit = 1 + rng.below(limits);
+    let period = Duration::from_millis(100 + rng.below(900));
+    (limit, period, Quota::try_new(limit, period).unwrap())
 }
 
 /// The exact keyed map of fixed windows on `clock`: what a sketch never admits more than.
@@ -78,60 +87,39 @@ impl Admitted {
     }
 }
 
-/// Checks one sketch's decision against the key's exact fixed window fed only what the sketch
-/// admitted (`shadow`): an admission must fit the shadow, and no field is optimistic.
-pub fn check_against_shadow(d: &Decision, shadow: &FixedWindow<ManualClock>, n: u64, at: &str) {
-    let before = shadow.peek(n);
-    let left = shadow.peek(0);
-    if d.is_allowed() {
-        let s = shadow.try_acquire_n(n);
-        assert!(s.is_allowed(), "{at}: admitted past the key's own limit");
-        assert!(
-            d.remaining() <= s.remaining(),
-            "{at}: remaining {d:?} > {s:?}"
-        );
-        assert!(
-            d.reset_after() >= s.reset_after(),
-            "{at}: reset {d:?} < {s:?}"
-        );
-    } else {
-        assert!(
-            d.remaining() <= left.remaining(),
-            "{at}: remaining {d:?} > {left:?}"
-        );
-        assert!(
-            d.reset_after() >= before.reset_after(),
-            "{at}: reset {d:?} < {before:?}"
-        );
-        if !before.is_allowed() {
-            let (r, s) = (d.retry_after(), before.retry_after());
-            // `None` is "never": at least any wait.
-            assert!(
-                r.is_none() || s.is_some_and(|s| r.unwrap() >= s),
-                "{at}: retry {d:?} < {before:?}"
-            );
-        }
-    }
-}
-
-/// Units admitted per key (`0..6`) when 4 threads race 600 requests each through `ask`, which
-/// makes request `i` of thread `t` and says for which key it asked and how many units passed.
-pub fn admitted_by_racing_threads(ask: impl Fn(u64, u64) -> (u64, u64) + Sync) -> Vec<u64> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..4u64)
-            .map(|t| {
-                let ask = &ask;
-                s.spawn(move || {
-                    let mut got = [0u64; 6];
-                    for i in 0..600u64 {
-                        let (key, admitted) = ask(t, i);
-                        got[key as usize] += admitted;
-                    }
-                    got
+/// Twenty rounds, each on a fresh limiter of `limit` per second (`make(quota, clock, round)`),
+/// of 4 threads racing 600 requests each through `ask`, which makes request `i` of thread `t`
+/// on the limiter and says for which key (`0..6`) it asked and how many units passed: in
+/// every round no key gets more than `limit`, and some units pass.
+pub fn racing_threads_keep_keys_within<L: Sync>(
+    limit: u64,
+    make: impl Fn(Quota, &ManualClock, u64) -> L,
+    ask: impl Fn(&L, u64, u64) -> (u64, u64) + Sync,
+) {
+    let quota = Quota::per_second(limit).unwrap();
+    for round in 0..20 {
+        let clock = ManualClock::new();
+        let limiter = make(quota, &clock, round);
+        let per_key = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (ask, limiter) = (&ask, &limiter);
+                    s.spawn(move || {
+                        let mut got = [0u64; 6];
+                        for i in 0..600u64 {
+                            let (key, admitted) = ask(limiter, t, i);
+                            got[key as usize] += admitted;
+                        }
+                        got
+                    })
                 })
-            })
-            .collect();
-        let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        (0..6).map(|k| all.iter().map(|g| g[k]).sum()).collect()
-    })
+                .collect();
+            let all: Vec<[u64; 6]> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            (0..6)
+                .map(|k| all.iter().map(|g| g[k]).sum())
+                .collect::<Vec<u64>>()
+        });
+        assert!(per_key.iter().all(|&a| a <= limit), "{per_key:?}");
+        assert!(per_key.iter().sum::<u64>() > 0);
+    }
 }

@@ -5,9 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{admitted, all, RedisCluster};
+use common::{admitted, all, limiter_on, RedisCluster};
 use tollgate::{Algorithm, Quota};
 use tollgate_redis::{RedisLimiter, Target};
+use tollgate_test_support::stream_quotas;
 
 /// Conformance, scripts reloaded on every node, keys spread over the slots, and eight
 /// clients on one hot key: one cluster for all of it (starting one takes a few seconds).
@@ -17,7 +18,7 @@ fn the_limiters_on_a_three_primary_cluster() {
     let target = Target::cluster(cluster.urls());
 
     // Identical decisions to the in-process limiters (the test clock), every algorithm.
-    let quotas = &common::stream_quotas()[..3];
+    let quotas = &stream_quotas()[..3];
     common::random_streams(&target, quotas, 200);
     for (s, _) in all(&target, Quota::per_second(5).unwrap()) {
         assert_eq!(admitted(&s, 10), 5, "{}", s.name);
@@ -31,11 +32,7 @@ fn the_limiters_on_a_three_primary_cluster() {
         // Many keys: spread over all three primaries; the log's two keys share each slot
         // (a cross-slot script would be refused by the cluster).
         for algorithm in Algorithm::ALL {
-            let l = RedisLimiter::builder(target.clone(), algorithm, Quota::per_hour(2).unwrap())
-                .timeout(Duration::from_secs(5))
-                .build()
-                .await
-                .unwrap();
+            let l = limiter_on(target.clone(), algorithm, Quota::per_hour(2).unwrap()).await;
             let keys: Vec<(String, u64)> = (0..60).map(|i| (format!("user:{i}"), 1)).collect();
             for a in l.try_acquire_many(keys.clone()).await {
                 assert!(a.unwrap().is_allowed(), "{algorithm:?}");

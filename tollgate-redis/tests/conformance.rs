@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::{admitted, all, both, RedisServer, Rng};
 use tollgate::{Algorithm, Clock, Limiter, ManualClock, Quota};
 use tollgate_redis::Target;
+use tollgate_test_support::{check_costs_above_capacity, stream_quotas};
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -19,7 +20,7 @@ const NS: Duration = Duration::from_nanos(1);
 fn random_streams_decide_identically() {
     let server = RedisServer::start();
     let target = Target::from(server.url());
-    common::random_streams(&target, &common::stream_quotas(), 500);
+    common::random_streams(&target, &stream_quotas(), 500);
 }
 
 /// decisions.rs: whenever a request is denied with `retry_after = r`, it is still denied at
@@ -118,21 +119,7 @@ fn remaining_zero_cost_and_costs_above_capacity() {
         } else {
             10
         };
-        let d = s.try_acquire_n(capacity + 1);
-        assert!(
-            d.exceeds_capacity() && d.retry_after().is_none(),
-            "{}",
-            s.name
-        );
-        assert_eq!(d.remaining(), capacity, "{}", s.name);
-        assert!(s.try_acquire_n(u64::MAX).exceeds_capacity(), "{}", s.name);
-        assert!(s.try_acquire_n(capacity).is_allowed(), "{}", s.name);
-        let d = s.try_acquire_n(capacity);
-        assert!(
-            !d.exceeds_capacity() && d.retry_after().is_some(),
-            "{}",
-            s.name
-        );
+        check_costs_above_capacity(&s.name, capacity, |n| s.try_acquire_n(n));
     }
 }
 

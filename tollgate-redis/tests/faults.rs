@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{limiter_on, RedisServer};
 use tollgate::{Algorithm, KeyedLimiter, Quota};
 use tollgate_redis::{Error, FailurePolicy, RedisLimiter, Source, Target};
 
@@ -249,11 +249,7 @@ async fn eight_clients_across_processes_never_exceed_one_limit() {
 /// The body of one client: 40 requests on the hot key, how many were admitted.
 async fn work(url: &str) -> u64 {
     let quota = Quota::per_hour(50).unwrap();
-    let l = RedisLimiter::builder(url, Algorithm::TokenBucket, quota)
-        .timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+    let l = limiter_on(url, Algorithm::TokenBucket, quota).await;
     let mut admitted = 0;
     for _ in 0..40 {
         admitted += u64::from(l.try_acquire("hot").await.unwrap().is_allowed());

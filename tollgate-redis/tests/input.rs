@@ -6,17 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
+use common::{limiter_on, RedisServer};
 use tollgate::{Algorithm, ManualClock, Quota, QuotaError};
 use tollgate_redis::{BlockingRedisLimiter, Error, RedisLimiter, Source};
-
-async fn build(server: &RedisServer, algorithm: Algorithm, quota: Quota) -> RedisLimiter {
-    RedisLimiter::builder(server.url(), algorithm, quota)
-        .timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap()
-}
 
 /// Keys that are empty, 10 KiB long, full of braces or binary: each is its own limiter (one
 /// admission each at a limit of 1, so no two share state), under one hash tag per key.
@@ -38,7 +30,7 @@ async fn odd_keys_are_distinct_limiters() {
     ];
     keys.push(vec![0]);
     for algorithm in Algorithm::ALL {
-        let l = build(&server, algorithm, Quota::per_hour(1).unwrap()).await;
+        let l = limiter_on(server.url(), algorithm, Quota::per_hour(1).unwrap()).await;
         for key in &keys {
             assert!(
                 l.try_acquire(key).await.unwrap().is_allowed(),
@@ -59,7 +51,7 @@ async fn odd_keys_are_distinct_limiters() {
 async fn odd_costs_decide_correctly() {
     let server = RedisServer::start();
     for algorithm in Algorithm::ALL {
-        let l = build(&server, algorithm, Quota::per_hour(10).unwrap()).await;
+        let l = limiter_on(server.url(), algorithm, Quota::per_hour(10).unwrap()).await;
         let peek = l.try_acquire_n("k", 0).await.unwrap();
         assert!(peek.is_allowed() && peek.remaining() == 10, "{algorithm:?}");
         for n in [11, 1 << 53, u64::MAX] {
@@ -86,7 +78,7 @@ async fn odd_costs_decide_correctly() {
 async fn server_time_decisions() {
     let server = RedisServer::start();
     for algorithm in Algorithm::ALL {
-        let l = build(&server, algorithm, Quota::per_hour(5).unwrap()).await;
+        let l = limiter_on(server.url(), algorithm, Quota::per_hour(5).unwrap()).await;
         for left in (0..5).rev() {
             let d = l.try_acquire("k").await.unwrap();
             assert!(d.is_allowed() && d.remaining() == left, "{algorithm:?}");
@@ -120,8 +112,8 @@ async fn quotas_near_the_limit_of_exact_integers() {
     let base = Quota::per_second(1).unwrap();
     // Interval 10^6 µs: 2^52 / 10^6 - 1 tokens of capacity.
     let max = (1u64 << 52) / 1_000_000 - 1;
-    let big = build(
-        &server,
+    let big = limiter_on(
+        server.url(),
         Algorithm::TokenBucket,
         base.with_burst(max).unwrap(),
     )
@@ -147,7 +139,7 @@ async fn quotas_near_the_limit_of_exact_integers() {
         Algorithm::SlidingWindow,
         Algorithm::SlidingLog,
     ] {
-        let l = build(&server, algorithm, huge).await;
+        let l = limiter_on(server.url(), algorithm, huge).await;
         let d = l.try_acquire_n("k", (1 << 48) - 2).await.unwrap();
         assert!(d.is_allowed() && d.remaining() == 1, "{algorithm:?}");
         assert!(l
@@ -168,7 +160,7 @@ async fn quotas_near_the_limit_of_exact_integers() {
         ));
     }
     // A plan's quota is checked per call.
-    let l = build(&server, Algorithm::TokenBucket, base).await;
+    let l = limiter_on(server.url(), Algorithm::TokenBucket, base).await;
     let r = l.try_acquire_with("k", &fine).await;
     assert!(matches!(r, Err(Error::Quota(_))));
     // A test clock past 2^52 ns is a typed error, not a rounded time.
@@ -189,8 +181,8 @@ async fn quotas_near_the_limit_of_exact_integers() {
 #[tokio::test]
 async fn plans_per_call() {
     let server = RedisServer::start();
-    let l = build(
-        &server,
+    let l = limiter_on(
+        server.url(),
         Algorithm::SlidingWindow,
         Quota::per_hour(5).unwrap(),
     )
@@ -212,7 +204,12 @@ async fn plans_per_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_answer_in_order() {
     let server = RedisServer::start();
-    let l = build(&server, Algorithm::FixedWindow, Quota::per_hour(3).unwrap()).await;
+    let l = limiter_on(
+        server.url(),
+        Algorithm::FixedWindow,
+        Quota::per_hour(3).unwrap(),
+    )
+    .await;
     let batch: Vec<(String, u64)> = (0..50).map(|i| (format!("k{}", i % 5), 1)).collect();
     let answers = l.try_acquire_many(batch).await;
     assert_eq!(answers.len(), 50);
@@ -355,7 +352,7 @@ async fn every_admission_leaves_the_key_alive_until_it_is_full_again() {
     let quota = Quota::try_new(1_000, Duration::from_secs(86_400)).unwrap();
     let day_ms = 86_400_000u128;
     for algorithm in Algorithm::ALL {
-        let l = build(&server, algorithm, quota).await;
+        let l = limiter_on(server.url(), algorithm, quota).await;
         let key = format!("keep-{algorithm:?}");
         // 440 units in all: the bucket's full time passes the eighth of a drained bucket
         // its expiry is moved ahead by, several times.
@@ -381,7 +378,7 @@ async fn a_bucket_stored_without_its_expiry_is_read_as_the_same_bucket() {
     let quota = Quota::try_new(1, Duration::from_secs(86_400))
         .and_then(|q| q.with_burst(10))
         .unwrap();
-    let l = build(&server, Algorithm::TokenBucket, quota).await;
+    let l = limiter_on(server.url(), Algorithm::TokenBucket, quota).await;
     assert!(l.try_acquire_n("old", 6).await.unwrap().is_allowed());
     let dropped = server.cli(&[
         "EVAL",

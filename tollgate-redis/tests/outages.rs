@@ -10,7 +10,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, state_suffix, RedisServer};
+use common::{admitted_in_batch, free_port, state_suffix, RedisServer};
 use tollgate::{Algorithm, Quota};
 use tollgate_redis::{Error, FailurePolicy, RedisLimiter, Source};
 
@@ -152,13 +152,8 @@ async fn a_promoted_replica_takes_over_and_the_demoted_primary_is_an_outage() {
         );
     }
     let quota = Quota::per_hour(10).unwrap();
-    let on_a = limiter(
-        a.url(),
-        Algorithm::TokenBucket,
-        quota,
-        FailurePolicy::FailOpen,
-    )
-    .await;
+    let fail_open = |url| limiter(url, Algorithm::TokenBucket, quota, FailurePolicy::FailOpen);
+    let on_a = fail_open(a.url()).await;
     let mut admitted = 0;
     for _ in 0..6 {
         admitted += u64::from(on_a.try_acquire("k").await.unwrap().is_allowed());
@@ -190,13 +185,7 @@ async fn a_promoted_replica_takes_over_and_the_demoted_primary_is_an_outage() {
 
     // The new primary: scripts absent (never replicated), state present.
     assert_eq!(b.cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
-    let on_b = limiter(
-        b.url(),
-        Algorithm::TokenBucket,
-        quota,
-        FailurePolicy::FailOpen,
-    )
-    .await;
+    let on_b = fail_open(b.url()).await;
     b.cli(&["SCRIPT", "FLUSH"]);
     for _ in 0..10 {
         admitted += u64::from(on_b.try_acquire("k").await.unwrap().is_allowed());
@@ -291,11 +280,6 @@ async fn a_refused_password_is_reported_at_build_not_retried() {
     assert!(!matches!(none, Error::Timeout { .. }), "{none}");
     assert!(none.to_string().contains("NOAUTH"), "{none}");
     let l = build(at(":s3cret@")).await.expect("the right password");
-    let admitted: Vec<bool> = l
-        .try_acquire_many((0..3).map(|_| ("k", 1)))
-        .await
-        .into_iter()
-        .map(|d| d.unwrap().is_allowed())
-        .collect();
+    let admitted = admitted_in_batch(&l, (0..3).map(|_| ("k", 1))).await;
     assert_eq!(admitted, [true, true, false]);
 }

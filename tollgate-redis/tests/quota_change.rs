@@ -123,20 +123,9 @@ async fn every_algorithm_decides_by_the_quota_it_is_called_with() {
 async fn a_token_bucket_owes_tokens_not_time_under_another_quota() {
     let server = RedisServer::start();
     let clock = ManualClock::new();
-    let fast = on(
-        &server,
-        Algorithm::TokenBucket,
-        Quota::per_second(10).unwrap(),
-        Some(&clock),
-    )
-    .await;
-    let slow = on(
-        &server,
-        Algorithm::TokenBucket,
-        Quota::per_minute(10).unwrap(),
-        Some(&clock),
-    )
-    .await;
+    let bucket = |quota| on(&server, Algorithm::TokenBucket, quota, Some(&clock));
+    let fast = bucket(Quota::per_second(10).unwrap()).await;
+    let slow = bucket(Quota::per_minute(10).unwrap()).await;
     for _ in 0..4 {
         assert!(fast.try_acquire("k").await.unwrap().is_allowed());
     }

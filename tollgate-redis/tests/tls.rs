@@ -29,10 +29,20 @@ mod with_tls {
     use std::process::Command;
     use std::time::Duration;
 
-    use tollgate_redis::Source;
+    use tollgate_redis::{Source, Target};
 
     use super::*;
-    use crate::common::{RedisCluster, RedisServer};
+    use crate::common::{admitted_in_batch, RedisCluster, RedisServer};
+
+    /// The error of `build` for a token bucket of `quota` on `target`, which must refuse it,
+    /// waiting at most `wait` to connect.
+    async fn refused(target: impl Into<Target>, quota: Quota, wait: Duration) -> Error {
+        RedisLimiter::builder(target, Algorithm::TokenBucket, quota)
+            .connect_timeout(wait)
+            .build()
+            .await
+            .unwrap_err()
+    }
 
     /// The message when the machine lacks what the TLS test needs: it fails, never skips.
     const NEEDED: &str = "the TLS test needs `openssl` and a redis-server built with TLS \
@@ -156,12 +166,7 @@ mod with_tls {
                 .build()
                 .await
                 .unwrap_or_else(|e| panic!("{algorithm:?} over TLS: {e}"));
-            let admitted: Vec<bool> = l
-                .try_acquire_many((0..5).map(|_| ("k", 1)))
-                .await
-                .into_iter()
-                .map(|d| d.unwrap().is_allowed())
-                .collect();
+            let admitted = admitted_in_batch(&l, (0..5).map(|_| ("k", 1))).await;
             assert_eq!(admitted, [true, true, true, false, false], "{algorithm:?}");
             let c = l.check("other", 1).await;
             assert!(
@@ -172,21 +177,13 @@ mod with_tls {
         // The platform's roots only: the test's authority is unknown. The refused certificate
         // is the error, at once: not retried, with backoff, for longer than the deadline (the
         // manager's six retries wait 2.5 s in all), which would end in `Error::Timeout`.
-        let untrusted = RedisLimiter::builder(url.as_str(), Algorithm::TokenBucket, quota)
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .await
-            .unwrap_err();
+        let untrusted = refused(url.as_str(), quota, Duration::from_secs(2)).await;
         assert!(matches!(untrusted, Error::Connection(_)), "{untrusted}");
         assert!(untrusted.to_string().contains("certificate"), "{untrusted}");
         // Plain text on the TLS port: no answer a limiter could take.
         let plain = format!("redis://127.0.0.1:{}/", server.port);
-        let refused = RedisLimiter::builder(plain.as_str(), Algorithm::TokenBucket, quota)
-            .connect_timeout(Duration::from_millis(500))
-            .build()
-            .await
-            .unwrap_err();
-        assert!(refused.is_unavailable(), "{refused}");
+        let no_answer = refused(plain.as_str(), quota, Duration::from_millis(500)).await;
+        assert!(no_answer.is_unavailable(), "{no_answer}");
         drop(server);
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -220,12 +217,7 @@ mod with_tls {
             let calls = keys
                 .iter()
                 .flat_map(|k| (0..4).map(move |_| (k.as_str(), 1)));
-            let admitted: Vec<bool> = l
-                .try_acquire_many(calls)
-                .await
-                .into_iter()
-                .map(|d| d.unwrap().is_allowed())
-                .collect();
+            let admitted = admitted_in_batch(&l, calls).await;
             // Calls of one batch may reach a node in any order (a node that first answers
             // `NOSCRIPT` runs that call after the script is loaded): counted per key.
             for (k, four) in keys.iter().zip(admitted.chunks(4)) {
@@ -239,15 +231,7 @@ mod with_tls {
             "keys per primary: {spread:?}"
         );
         // The platform's roots only: every node's certificate is refused.
-        let untrusted = RedisLimiter::builder(
-            tollgate_redis::Target::cluster(&urls),
-            Algorithm::TokenBucket,
-            quota,
-        )
-        .connect_timeout(Duration::from_secs(2))
-        .build()
-        .await
-        .unwrap_err();
+        let untrusted = refused(Target::cluster(&urls), quota, Duration::from_secs(2)).await;
         assert!(untrusted.is_unavailable(), "{untrusted}");
         drop(cluster);
         let _ = std::fs::remove_dir_all(dir);

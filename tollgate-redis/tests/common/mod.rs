@@ -582,20 +582,32 @@ pub async fn eight_clients_admitted(
     total
 }
 
-/// The quotas of the random streams: round, fractional (3 per 7 s), one per ns, inexact
-/// (999/s), short periods and long logs.
-pub fn stream_quotas() -> Vec<Quota> {
-    vec![
-        Quota::per_second(5).unwrap(),
-        Quota::try_new(3, Duration::from_secs(7))
-            .unwrap()
-            .with_burst(7)
-            .unwrap(),
-        Quota::try_new(100, Duration::from_millis(10)).unwrap(),
-        Quota::try_new(1, Duration::from_nanos(1)).unwrap(),
-        Quota::per_second(999).unwrap().with_burst(20).unwrap(),
-        Quota::per_hour(50_000).unwrap(),
-    ]
+/// A limiter of `algorithm` and `quota` on `target`, every call bounded by 5 s: how most
+/// tests build one.
+pub async fn limiter_on(
+    target: impl Into<Target>,
+    algorithm: Algorithm,
+    quota: Quota,
+) -> RedisLimiter {
+    RedisLimiter::builder(target, algorithm, quota)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap()
+}
+
+/// Whether each call of `calls` (a key and a cost) passed, asked of `limiter` as one batch;
+/// every call must get an answer.
+pub async fn admitted_in_batch<K: AsRef<[u8]>>(
+    limiter: &RedisLimiter,
+    calls: impl IntoIterator<Item = (K, u64)>,
+) -> Vec<bool> {
+    limiter
+        .try_acquire_many(calls)
+        .await
+        .into_iter()
+        .map(|d| d.unwrap().is_allowed())
+        .collect()
 }
 
 /// A naive client-side fixed window, the approach the scripts replace: read the count, then

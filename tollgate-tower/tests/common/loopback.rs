@@ -134,6 +134,15 @@ pub async fn status(client: &mut SendRequest<Empty<Bytes>>, xff: Option<&str>) -
     get(client, xff).await.status
 }
 
+/// The status of the answer to a `method` request of `path` (no `X-Forwarded-For`).
+pub async fn status_of(
+    client: &mut SendRequest<Empty<Bytes>>,
+    method: Method,
+    path: &str,
+) -> StatusCode {
+    send(client, method, path, None).await.status
+}
+
 /// The status of the answer to a GET of `/` with these headers.
 pub async fn status_with(
     client: &mut SendRequest<Empty<Bytes>>,
