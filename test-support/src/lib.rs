@@ -1,7 +1,7 @@
 //! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
 //! from a seed), the quotas of the random-stream tests, the checks every limiter's decisions
-//! and a sketch's against a key's exact limiter must pass, a recorder of `tracing` events, and the writer of the docs'
-//! generated sections. Dev-only (`publish = false`).
+//! and a sketch's against a key's exact limiter must pass, a recorder of `tracing` events,
+//! and the writer of the docs' generated sections. Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
