@@ -2,7 +2,7 @@
 //! the settings of a group whose iterations are one request each, and a request timed in the
 //! benchmark thread's CPU time.
 
-#![allow(dead_code)] // each bench target uses a part of this module
+#![allow(dead_code)] // each of those benches uses a part of this module
 
 use std::hint::black_box;
 use std::time::Duration;
