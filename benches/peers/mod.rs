@@ -247,7 +247,7 @@ impl ratelimit::Clock for RatelimitStdClock {
 
 /// What a scenario builds every subject with: the quota of each tollgate limiter, and each
 /// peer's own constructor or figures for the same limit.
-struct Limits {
+struct Quotas {
     /// tollgate's limiters and twins, the sliding logs aside.
     quota: fn() -> Quota,
     /// The sliding logs (each admission is an entry: see [`LOG_OPEN_PER_SEC`]).
@@ -260,7 +260,7 @@ struct Limits {
 }
 
 /// Every request allowed.
-const OPEN: Limits = Limits {
+const OPEN: Quotas = Quotas {
     quota: open,
     log: log_open,
     governor: governor_open,
@@ -270,7 +270,7 @@ const OPEN: Limits = Limits {
 };
 
 /// One request per hour.
-const CLOSED: Limits = Limits {
+const CLOSED: Quotas = Quotas {
     quota: closed,
     log: closed,
     governor: governor_closed,
@@ -279,10 +279,10 @@ const CLOSED: Limits = Limits {
     std_bucket: (1.0 / 3600.0, 1.0),
 };
 
-/// Every subject, each on its default clock, built with `limits`.
-fn every_subject(v: &mut impl Visit, limits: &Limits) {
+/// Every subject, each on its default clock, built with `quotas`.
+fn every_subject(v: &mut impl Visit, quotas: &Quotas) {
     use Family::*;
-    let quota = limits.quota;
+    let quota = quotas.quota;
     v.visit("TokenBucket", Ours, Tollgate(TokenBucket::new(quota())));
     v.visit(
         "MutexTokenBucket",
@@ -301,7 +301,7 @@ fn every_subject(v: &mut impl Visit, limits: &Limits) {
         Twin,
         Tollgate(MutexSlidingWindow::new(quota())),
     );
-    let log = limits.log;
+    let log = quotas.log;
     v.visit(
         "SlidingLog",
         Ours,
@@ -312,14 +312,14 @@ fn every_subject(v: &mut impl Visit, limits: &Limits) {
         Twin,
         Tollgate(MutexSlidingLog::try_new(log()).expect("a small log allocates")),
     );
-    v.visit("governor", Peer, (limits.governor)(QuantaClock::default()));
-    v.visit("rate-net", Peer, (limits.rate_net)());
+    v.visit("governor", Peer, (quotas.governor)(QuantaClock::default()));
+    v.visit("rate-net", Peer, (quotas.rate_net)());
     v.visit(
         "ratelimit",
         Peer,
-        (limits.ratelimit)(RatelimitStdClock(Instant::now())),
+        (quotas.ratelimit)(RatelimitStdClock(Instant::now())),
     );
-    let (per_sec, burst) = limits.std_bucket;
+    let (per_sec, burst) = quotas.std_bucket;
     v.visit(
         "std-mutex-bucket",
         Peer,
