@@ -21,8 +21,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 
 mod peers;
 mod together;
-use peers::{assert_answers, spans, Check, CoarseClocks, Family, Floor, Visit};
-use together::first_start_to_last_end;
+use peers::{assert_answers, contended, Check, CoarseClocks, Family, Floor, Visit};
 
 /// Benches each subject on one thread: `b.iter` around one request.
 struct SingleThread<'a, 'c> {
@@ -36,16 +35,6 @@ impl Visit for SingleThread<'_, '_> {
         self.group
             .bench_function(name, |b| b.iter(|| limiter.check()));
     }
-}
-
-/// `threads` threads, released together by a barrier, share `iters` requests to one limiter.
-/// Returns the wall time from the first start to the last end, scaled to exactly `iters`
-/// requests: criterion's time per iteration is then the aggregate time per request, and its
-/// throughput the aggregate rate.
-fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
-    let per_thread = (iters / threads as u64).max(1);
-    let wall = first_start_to_last_end(&spans(limiter, threads, per_thread));
-    wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
 }
 
 /// Benches each subject with `threads` threads on it.
@@ -71,22 +60,28 @@ fn group<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
     g
 }
 
-fn allowed(c: &mut Criterion) {
-    let mut g = group(c, "1-allowed");
-    peers::allowed(&mut SingleThread {
+/// The group `name`: each subject `scenario` hands over, on one thread, every request answered
+/// as `expect_allowed` says.
+fn single_thread(
+    c: &mut Criterion,
+    name: &str,
+    expect_allowed: bool,
+    scenario: impl FnOnce(&mut SingleThread<'_, '_>),
+) {
+    let mut g = group(c, name);
+    scenario(&mut SingleThread {
         group: &mut g,
-        expect_allowed: true,
+        expect_allowed,
     });
     g.finish();
 }
 
+fn allowed(c: &mut Criterion) {
+    single_thread(c, "1-allowed", true, |v| peers::allowed(v));
+}
+
 fn denied(c: &mut Criterion) {
-    let mut g = group(c, "2-denied");
-    peers::denied(&mut SingleThread {
-        group: &mut g,
-        expect_allowed: false,
-    });
-    g.finish();
+    single_thread(c, "2-denied", false, |v| peers::denied(v));
 }
 
 fn floor(c: &mut Criterion, clocks: &CoarseClocks) {
@@ -114,15 +109,7 @@ fn threads(c: &mut Criterion) {
 }
 
 fn clock(c: &mut Criterion, clocks: &CoarseClocks) {
-    let mut g = group(c, "5-clock");
-    peers::coarse_vs_precise(
-        &mut SingleThread {
-            group: &mut g,
-            expect_allowed: true,
-        },
-        clocks,
-    );
-    g.finish();
+    single_thread(c, "5-clock", true, |v| peers::coarse_vs_precise(v, clocks));
 }
 
 fn main() {

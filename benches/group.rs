@@ -21,9 +21,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod timing;
 mod together;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use timing::per_request;
 use together::{first_start_to_last_end, spans};
 use tollgate::{Limiter, Limits, Member, MonotonicClock, Quota, SlidingWindow, TokenBucket};
 
@@ -49,45 +52,36 @@ fn three(last: Member) -> Limits<MonotonicClock> {
     .unwrap()
 }
 
-fn allowed(c: &mut Criterion) {
-    let mut g = c.benchmark_group("group/allowed");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
-    let bucket = TokenBucket::new(open());
-    g.bench_function("one_bucket", |b| {
-        b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
+/// Benchmarks a request for one unit to `limiter` as `id` in `g`.
+fn one_request(g: &mut BenchmarkGroup<'_, WallTime>, id: &str, limiter: &impl Limiter) {
+    g.bench_function(id, |b| {
+        b.iter(|| limiter.try_acquire_n(black_box(1)).is_allowed())
     });
+}
+
+fn allowed(c: &mut Criterion) {
+    let mut g = per_request(c, "group/allowed");
+    let bucket = TokenBucket::new(open());
+    one_request(&mut g, "one_bucket", &bucket);
     let one = Limits::try_new(
         MonotonicClock::new(),
         [Arc::new(Member::token_bucket(open()))],
     )
     .unwrap();
-    g.bench_function("group_of_one", |b| {
-        b.iter(|| one.try_acquire_n(black_box(1)).is_allowed())
-    });
+    one_request(&mut g, "group_of_one", &one);
     let three = three(Member::token_bucket(open()));
-    g.bench_function("group_of_three", |b| {
-        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
-    });
+    one_request(&mut g, "group_of_three", &three);
     g.finish();
 }
 
 fn denied(c: &mut Criterion) {
-    let mut g = c.benchmark_group("group/denied");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "group/denied");
     let bucket = TokenBucket::new(shut());
     let _ = bucket.try_acquire();
-    g.bench_function("one_bucket", |b| {
-        b.iter(|| bucket.try_acquire_n(black_box(1)).is_allowed())
-    });
+    one_request(&mut g, "one_bucket", &bucket);
     let three = three(Member::token_bucket(shut()));
     let _ = three.try_acquire();
-    g.bench_function("group_of_three", |b| {
-        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
-    });
+    one_request(&mut g, "group_of_three", &three);
     g.finish();
 }
 
@@ -102,10 +96,7 @@ fn two_threads(limiter: &dyn Limiter, iters: u64) -> Duration {
 }
 
 fn threads(c: &mut Criterion) {
-    let mut g = c.benchmark_group("group/threads");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "group/threads");
     let bucket = TokenBucket::new(open());
     g.bench_function("one_bucket", |b| {
         b.iter_custom(|iters| two_threads(&bucket, iters))
@@ -118,10 +109,7 @@ fn threads(c: &mut Criterion) {
 }
 
 fn sliding(c: &mut Criterion, name: &str, quota: Quota) {
-    let mut g = c.benchmark_group(name);
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, name);
     let window = SlidingWindow::new(quota);
     let three = three(Member::sliding_window(quota));
     let _ = (window.try_acquire(), three.try_acquire());
@@ -129,12 +117,8 @@ fn sliding(c: &mut Criterion, name: &str, quota: Quota) {
     let expect = quota == open();
     assert!((0..1_000).all(|_| window.try_acquire().is_allowed() == expect));
     assert!((0..1_000).all(|_| three.try_acquire().is_allowed() == expect));
-    g.bench_function("one_sliding_window", |b| {
-        b.iter(|| window.try_acquire_n(black_box(1)).is_allowed())
-    });
-    g.bench_function("group_of_three", |b| {
-        b.iter(|| three.try_acquire_n(black_box(1)).is_allowed())
-    });
+    one_request(&mut g, "one_sliding_window", &window);
+    one_request(&mut g, "group_of_three", &three);
     g.finish();
 }
 

@@ -31,19 +31,9 @@ use tollgate::{
 mod gate;
 mod peers;
 mod together;
-use gate::{closed, open, run, started};
+use gate::{closed, gate_bench, open, started};
 use peers::{drained, Check, FixedNow, Governor, RateLimit, RateNet, StdMutexBucket, Tollgate};
 
-type Tb = Tollgate<TokenBucket<ManualClock>>;
-type MTb = Tollgate<MutexTokenBucket<ManualClock>>;
-type Fw = Tollgate<FixedWindow<ManualClock>>;
-type MFw = Tollgate<MutexFixedWindow<ManualClock>>;
-type Sw = Tollgate<SlidingWindow<ManualClock>>;
-type MSw = Tollgate<MutexSlidingWindow<ManualClock>>;
-type Sl = Tollgate<SlidingLog<ManualClock>>;
-type MSl = Tollgate<MutexSlidingLog<ManualClock>>;
-type LTb = Tollgate<LiveTokenBucket<ManualClock>>;
-type LFw = Tollgate<LiveFixedWindow<ManualClock>>;
 type Ls = Tollgate<Leased<ManualClock>>;
 
 /// A `Leased` bucket (leases of up to 64 tokens, 1 ms) whose thread has already spent 200
@@ -59,75 +49,38 @@ fn leased_warm(clock: ManualClock) -> Ls {
     l
 }
 
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| TokenBucket::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| TokenBucket::with_clock(closed(), c)))))]
-fn token_bucket(limiter: Tb) -> Tb {
-    run(limiter)
+/// A tollgate limiter's benchmarks, on a clock frozen at one second ([`started`]): `allowed`
+/// on the limiter `$make(open(), clock)` builds, `denied` on the one `$make(closed(), clock)`
+/// builds, [`drained`]. `$make` is `$limiter::with_clock` unless given.
+macro_rules! tollgate_bench {
+    ($name:ident($limiter:ident)) => {
+        tollgate_bench!($name($limiter) = $limiter::with_clock);
+    };
+    ($name:ident($limiter:ident) = $make:expr) => {
+        gate_bench!(
+            $name(Tollgate<$limiter<ManualClock>>),
+            allowed = Tollgate(started(|c| ($make)(open(), c))),
+            denied = drained(Tollgate(started(|c| ($make)(closed(), c)))),
+        );
+    };
 }
 
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| MutexTokenBucket::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| MutexTokenBucket::with_clock(closed(), c)))))]
-fn mutex_token_bucket(limiter: MTb) -> MTb {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| FixedWindow::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| FixedWindow::with_clock(closed(), c)))))]
-fn fixed_window(limiter: Fw) -> Fw {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| MutexFixedWindow::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| MutexFixedWindow::with_clock(closed(), c)))))]
-fn mutex_fixed_window(limiter: MFw) -> MFw {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| SlidingWindow::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| SlidingWindow::with_clock(closed(), c)))))]
-fn sliding_window(limiter: Sw) -> Sw {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| MutexSlidingWindow::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| MutexSlidingWindow::with_clock(closed(), c)))))]
-fn mutex_sliding_window(limiter: MSw) -> MSw {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| SlidingLog::try_with_clock(open(), c).expect("a small log allocates"))))]
-#[bench::denied(drained(Tollgate(started(|c| SlidingLog::try_with_clock(closed(), c).expect("a small log allocates")))))]
-fn sliding_log(limiter: Sl) -> Sl {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| MutexSlidingLog::try_with_clock(open(), c).expect("a small log allocates"))))]
-#[bench::denied(drained(Tollgate(started(|c| MutexSlidingLog::try_with_clock(closed(), c).expect("a small log allocates")))))]
-fn mutex_sliding_log(limiter: MSl) -> MSl {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| LiveTokenBucket::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| LiveTokenBucket::with_clock(closed(), c)))))]
-fn live_token_bucket(limiter: LTb) -> LTb {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(Tollgate(started(|c| LiveFixedWindow::with_clock(open(), c))))]
-#[bench::denied(drained(Tollgate(started(|c| LiveFixedWindow::with_clock(closed(), c)))))]
-fn live_fixed_window(limiter: LFw) -> LFw {
-    run(limiter)
-}
+tollgate_bench!(token_bucket(TokenBucket));
+tollgate_bench!(mutex_token_bucket(MutexTokenBucket));
+tollgate_bench!(fixed_window(FixedWindow));
+tollgate_bench!(mutex_fixed_window(MutexFixedWindow));
+tollgate_bench!(sliding_window(SlidingWindow));
+tollgate_bench!(mutex_sliding_window(MutexSlidingWindow));
+tollgate_bench!(
+    sliding_log(SlidingLog) =
+        |q, c| SlidingLog::try_with_clock(q, c).expect("a small log allocates")
+);
+tollgate_bench!(
+    mutex_sliding_log(MutexSlidingLog) =
+        |q, c| MutexSlidingLog::try_with_clock(q, c).expect("a small log allocates")
+);
+tollgate_bench!(live_token_bucket(LiveTokenBucket));
+tollgate_bench!(live_fixed_window(LiveFixedWindow));
 
 type Gov = Governor<governor::clock::FakeRelativeClock>;
 
@@ -147,12 +100,11 @@ fn governor_closed() -> Gov {
     )))
 }
 
-#[library_benchmark]
-#[bench::allowed(governor_open())]
-#[bench::denied(governor_closed())]
-fn peer_governor(limiter: Gov) -> Gov {
-    run(limiter)
-}
+gate_bench!(
+    peer_governor(Gov),
+    allowed = governor_open(),
+    denied = governor_closed()
+);
 
 type RNet = RateNet<Arc<clock_lib::ManualClock>>;
 
@@ -172,12 +124,11 @@ fn rate_net_closed() -> RNet {
     drained(rate_net_with(quota))
 }
 
-#[library_benchmark]
-#[bench::allowed(rate_net_open())]
-#[bench::denied(rate_net_closed())]
-fn peer_rate_net(limiter: RNet) -> RNet {
-    run(limiter)
-}
+gate_bench!(
+    peer_rate_net(RNet),
+    allowed = rate_net_open(),
+    denied = rate_net_closed()
+);
 
 /// ratelimit's clock, frozen at one second.
 struct FrozenElapsed;
@@ -209,12 +160,11 @@ fn ratelimit_closed() -> RLim {
     drained(RateLimit(limiter))
 }
 
-#[library_benchmark]
-#[bench::allowed(ratelimit_open())]
-#[bench::denied(ratelimit_closed())]
-fn peer_ratelimit(limiter: RLim) -> RLim {
-    run(limiter)
-}
+gate_bench!(
+    peer_ratelimit(RLim),
+    allowed = ratelimit_open(),
+    denied = ratelimit_closed()
+);
 
 type StdBucket = StdMutexBucket<FixedNow>;
 
@@ -222,18 +172,13 @@ fn std_bucket(per_sec: f64, burst: f64) -> StdBucket {
     StdMutexBucket::new(per_sec, burst, FixedNow(Instant::now()))
 }
 
-#[library_benchmark]
-#[bench::allowed(std_bucket(1_000_000.0, 1_000_000.0))]
-#[bench::denied(drained(std_bucket(1.0 / 3600.0, 1.0)))]
-fn std_mutex_bucket(limiter: StdBucket) -> StdBucket {
-    run(limiter)
-}
+gate_bench!(
+    std_mutex_bucket(StdBucket),
+    allowed = std_bucket(1_000_000.0, 1_000_000.0),
+    denied = drained(std_bucket(1.0 / 3600.0, 1.0)),
+);
 
-#[library_benchmark]
-#[bench::allowed(started(leased_warm))]
-fn leased(limiter: Ls) -> Ls {
-    run(limiter)
-}
+gate_bench!(leased(Ls), allowed = started(leased_warm));
 
 library_benchmark_group!(
     name = tollgate_limiters,

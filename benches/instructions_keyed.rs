@@ -21,7 +21,7 @@ use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
 mod gate;
 mod peers;
 mod together;
-use gate::{closed, open, run, started};
+use gate::{closed, gate_bench, open, started};
 use peers::{drained, Check, TollgateKeyed};
 
 type Keyed = TollgateKeyed<u64, ManualClock>;
@@ -56,33 +56,22 @@ fn hot(map: KeyedLimiter<u64, ManualClock>) -> Keyed {
     limiter
 }
 
-#[library_benchmark]
-#[bench::allowed(keyed(Algorithm::TokenBucket, open()))]
-#[bench::denied(drained(keyed(Algorithm::TokenBucket, closed())))]
-fn keyed_token_bucket(limiter: Keyed) -> Keyed {
-    run(limiter)
+/// A map's benchmarks: `allowed` on the map `$make(Algorithm::$algorithm, open())` builds,
+/// `denied` on the one `$make(Algorithm::$algorithm, closed())` builds, [`drained`].
+macro_rules! keyed_bench {
+    ($name:ident = $make:ident($algorithm:ident)) => {
+        gate_bench!(
+            $name(Keyed),
+            allowed = $make(Algorithm::$algorithm, open()),
+            denied = drained($make(Algorithm::$algorithm, closed())),
+        );
+    };
 }
 
-#[library_benchmark]
-#[bench::allowed(keyed(Algorithm::FixedWindow, open()))]
-#[bench::denied(drained(keyed(Algorithm::FixedWindow, closed())))]
-fn keyed_fixed_window(limiter: Keyed) -> Keyed {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(live(Algorithm::TokenBucket, open()))]
-#[bench::denied(drained(live(Algorithm::TokenBucket, closed())))]
-fn keyed_live_token_bucket(limiter: Keyed) -> Keyed {
-    run(limiter)
-}
-
-#[library_benchmark]
-#[bench::allowed(live(Algorithm::FixedWindow, open()))]
-#[bench::denied(drained(live(Algorithm::FixedWindow, closed())))]
-fn keyed_live_fixed_window(limiter: Keyed) -> Keyed {
-    run(limiter)
-}
+keyed_bench!(keyed_token_bucket = keyed(TokenBucket));
+keyed_bench!(keyed_fixed_window = keyed(FixedWindow));
+keyed_bench!(keyed_live_token_bucket = live(TokenBucket));
+keyed_bench!(keyed_live_fixed_window = live(FixedWindow));
 
 library_benchmark_group!(
     name = keyed_limiters,

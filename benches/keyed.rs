@@ -25,18 +25,23 @@
 #![allow(missing_docs)]
 
 mod keyed_common;
+mod timing;
 mod together;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use crossbeam_utils::CachePadded;
 use governor::RateLimiter;
 use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
-use tollgate_test_support::cpu::{on_cpu, thread_cpu};
+use tollgate_test_support::cpu::thread_cpu;
 
-use keyed_common::{gov_quota, quota, random_keys, MILLION, RATE};
+use keyed_common::{gov_quota, on_keys, on_one_key, quota, random_keys, MILLION, RATE};
+use timing::{on_cpu_bench, per_request};
 use together::{first_start_to_last_end, spans};
 
 /// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.
@@ -55,27 +60,14 @@ fn on_batches(iters: u64, mut batch: impl FnMut(u64)) -> Duration {
 }
 
 fn one_key(c: &mut Criterion) {
-    let mut g = c.benchmark_group("keyed/one_key");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "keyed/one_key");
 
     let tollgate = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, quota()).unwrap();
-    g.bench_function("tollgate", |b| {
-        b.iter_custom(|iters| {
-            on_cpu(iters, |_| {
-                black_box(tollgate.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "tollgate", &tollgate);
 
     let governor = RateLimiter::keyed(gov_quota());
-    g.bench_function("governor", |b| {
-        b.iter_custom(|iters| {
-            on_cpu(iters, |_| {
-                black_box(governor.check_key(black_box(&42u64)).is_ok());
-            })
-        })
+    on_cpu_bench(&mut g, "governor", || {
+        governor.check_key(black_box(&42u64)).is_ok()
     });
 
     g.bench_function("tollgate_pinned", |b| {
@@ -93,13 +85,7 @@ fn one_key(c: &mut Criterion) {
         .hasher(std::hash::RandomState::new())
         .build()
         .unwrap();
-    g.bench_function("tollgate_siphash", |b| {
-        b.iter_custom(|iters| {
-            on_cpu(iters, |_| {
-                black_box(siphash.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "tollgate_siphash", &siphash);
 
     // Maps whose quotas can change while they run (`live()`), beside the fixed ones.
     for (name, algorithm, live) in [
@@ -110,24 +96,12 @@ fn one_key(c: &mut Criterion) {
     ] {
         let builder = KeyedLimiter::<u64>::builder(algorithm, quota());
         let limiter = if live { builder.live() } else { builder }.build().unwrap();
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                on_cpu(iters, |_| {
-                    black_box(limiter.try_acquire(black_box(&42)).is_allowed());
-                })
-            })
-        });
+        on_one_key(&mut g, name, &limiter);
     }
     // The log keeps one entry per admission: a small limit, read on its (lock-free) denials.
     let log = KeyedLimiter::<u64>::try_new(Algorithm::SlidingLog, Quota::per_second(100).unwrap())
         .unwrap();
-    g.bench_function("tollgate_sliding_log_denied", |b| {
-        b.iter_custom(|iters| {
-            on_cpu(iters, |_| {
-                black_box(log.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "tollgate_sliding_log_denied", &log);
     g.finish();
 }
 
@@ -144,14 +118,8 @@ fn million_keys(c: &mut Criterion) {
         for key in 0..MILLION {
             let _ = tollgate.try_acquire(&key);
         }
-        let mut at = 0;
-        g.bench_function("tollgate", |b| {
-            b.iter_custom(|iters| {
-                on_cpu(iters, |_| {
-                    at = (at + 1) & mask;
-                    black_box(tollgate.try_acquire(&keys[at]).is_allowed());
-                })
-            })
+        on_keys(&mut g, "tollgate", &keys, |key| {
+            tollgate.try_acquire(key).is_allowed()
         });
         let mut at = 0;
         g.bench_function("tollgate_pinned", |b| {
@@ -171,27 +139,31 @@ fn million_keys(c: &mut Criterion) {
         for key in 0..MILLION {
             let _ = governor.check_key(&key);
         }
-        let mut at = 0;
-        g.bench_function("governor", |b| {
-            b.iter_custom(|iters| {
-                on_cpu(iters, |_| {
-                    at = (at + 1) & mask;
-                    black_box(governor.check_key(&keys[at]).is_ok());
-                })
-            })
+        on_keys(&mut g, "governor", &keys, |key| {
+            governor.check_key(key).is_ok()
         });
     }
     g.finish();
 }
 
-/// `iters` requests on each of `n` threads, started together: from the first thread's start to
-/// the last one's end.
-fn on_threads(n: u64, iters: u64, request: impl Fn(u64, u64) + Sync) -> Duration {
-    first_start_to_last_end(&spans(n as usize, |t| {
-        for i in 0..iters {
-            request(t as u64, i);
-        }
-    }))
+/// Benchmarks `request(thread, i)` as `id` (parameter `threads`): each iteration one request on
+/// each of `threads` threads, started together, timed from the first thread's start to the last
+/// one's end.
+fn on_threads(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    threads: u64,
+    request: impl Fn(u64, u64) + Sync,
+) {
+    g.bench_with_input(BenchmarkId::new(id, threads), &threads, |b, &n| {
+        b.iter_custom(|iters| {
+            first_start_to_last_end(&spans(n as usize, |t| {
+                for i in 0..iters {
+                    request(t as u64, i);
+                }
+            }))
+        })
+    });
 }
 
 fn threads(c: &mut Criterion) {
@@ -216,29 +188,13 @@ fn threads(c: &mut Criterion) {
     for threads in [1u64, 2] {
         // One iteration: one request on each thread, on that thread's own keys.
         g.throughput(Throughput::Elements(threads));
-        g.bench_with_input(
-            BenchmarkId::new("disjoint_keys", threads),
-            &threads,
-            |b, &n| {
-                b.iter_custom(|iters| {
-                    on_threads(n, iters, |t, i| {
-                        let key = t << 32 | (i % KEYS_PER_THREAD);
-                        black_box(limiter.try_acquire(&key).is_allowed());
-                    })
-                })
-            },
-        );
-        g.bench_with_input(
-            BenchmarkId::new("control_unkeyed", threads),
-            &threads,
-            |b, &n| {
-                b.iter_custom(|iters| {
-                    on_threads(n, iters, |t, _| {
-                        black_box(buckets[t as usize].try_acquire().is_allowed());
-                    })
-                })
-            },
-        );
+        on_threads(&mut g, "disjoint_keys", threads, |t, i| {
+            let key = t << 32 | (i % KEYS_PER_THREAD);
+            black_box(limiter.try_acquire(&key).is_allowed());
+        });
+        on_threads(&mut g, "control_unkeyed", threads, |t, _| {
+            black_box(buckets[t as usize].try_acquire().is_allowed());
+        });
     }
     g.finish();
 }

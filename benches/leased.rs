@@ -16,13 +16,12 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use governor::clock::QuantaClock;
 
 mod peers;
 mod together;
-use peers::{assert_answers, spans, Check, Governor, Tollgate, OPEN_PER_SEC};
-use together::first_start_to_last_end;
+use peers::{assert_answers, contended, Check, Governor, Tollgate, OPEN_PER_SEC};
 use tollgate::{Lease, Leased, Quota, TokenBucket};
 
 fn bucket() -> TokenBucket {
@@ -40,15 +39,6 @@ fn governor() -> Governor<QuantaClock> {
         governor::Quota::per_second(per_second),
         QuantaClock::default(),
     ))
-}
-
-/// `threads` threads, started together, share `iters` requests to one limiter; the time is from
-/// the first thread's start to the last one's end, so threads that took turns cannot pass for
-/// threads that contended.
-fn hot_key<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
-    let each = (iters / threads as u64).max(1);
-    let wall = first_start_to_last_end(&spans(limiter, threads, each));
-    wall.mul_f64(iters as f64 / (each * threads as u64) as f64)
 }
 
 fn one_thread(c: &mut Criterion) {
@@ -72,15 +62,15 @@ fn threads(c: &mut Criterion) {
     for threads in [1, 2] {
         let l = Tollgate(leased());
         g.bench_function(BenchmarkId::new("Leased", threads), |b| {
-            b.iter_custom(|iters| hot_key(&l, threads, iters))
+            b.iter_custom(|iters| contended(&l, threads, iters))
         });
         let t = Tollgate(bucket());
         g.bench_function(BenchmarkId::new("TokenBucket", threads), |b| {
-            b.iter_custom(|iters| hot_key(&t, threads, iters))
+            b.iter_custom(|iters| contended(&t, threads, iters))
         });
         let gov = governor();
         g.bench_function(BenchmarkId::new("governor", threads), |b| {
-            b.iter_custom(|iters| hot_key(&gov, threads, iters))
+            b.iter_custom(|iters| contended(&gov, threads, iters))
         });
     }
     g.finish();
@@ -99,20 +89,18 @@ fn lease_size(c: &mut Criterion) {
         let l = Tollgate(Leased::try_new(bucket(), lease).expect("valid lease"));
         for threads in [1, 2] {
             g.bench_function(BenchmarkId::new(format!("{tokens}"), threads), |b| {
-                b.iter_custom(|iters| hot_key(&l, threads, iters))
+                b.iter_custom(|iters| contended(&l, threads, iters))
             });
         }
     }
     g.finish();
 }
 
-fn main() {
-    let mut c = Criterion::default()
+criterion_group!(
+    name = benches;
+    config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args();
-    one_thread(&mut c);
-    threads(&mut c);
-    lease_size(&mut c);
-    c.final_summary();
-}
+        .measurement_time(Duration::from_secs(3));
+    targets = one_thread, threads, lease_size
+);
+criterion_main!(benches);

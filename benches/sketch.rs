@@ -19,16 +19,18 @@
 #![allow(missing_docs)]
 
 mod keyed_common;
+mod timing;
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion};
 use governor::RateLimiter;
 use tollgate::{Algorithm, HybridSketchLimiter, KeyedLimiter, SketchLimiter, SketchSize};
-use tollgate_test_support::cpu::{on_cpu, thread_cpu};
+use tollgate_test_support::cpu::thread_cpu;
 
-use keyed_common::{gov_quota, quota, random_keys, MILLION};
+use keyed_common::{gov_quota, on_keys, on_one_key, quota, random_keys, MILLION};
+use timing::{on_cpu_bench, per_request};
 
 /// 2^18 columns (4 MiB), the size of the flood example's sketch: larger than the caches,
 /// as a sketch for a flood is.
@@ -42,52 +44,23 @@ fn hybrid() -> HybridSketchLimiter<u64> {
 }
 
 fn one_key(c: &mut Criterion) {
-    let mut g = c.benchmark_group("sketch/one_key");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "sketch/one_key");
     let s = sketch();
-    g.bench_function("sketch", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                black_box(s.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "sketch", &s);
     let hy = hybrid();
-    g.bench_function("hybrid", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                black_box(hy.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "hybrid", &hy);
     let k = KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap();
-    g.bench_function("keyed", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                black_box(k.try_acquire(black_box(&42)).is_allowed());
-            })
-        })
-    });
+    on_one_key(&mut g, "keyed", &k);
     let gov = RateLimiter::keyed(gov_quota());
-    g.bench_function("governor", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                black_box(gov.check_key(black_box(&42u64)).is_ok());
-            })
-        })
+    on_cpu_bench(&mut g, "governor", || {
+        gov.check_key(black_box(&42u64)).is_ok()
     });
     g.finish();
 }
 
 fn million_keys(c: &mut Criterion) {
-    let mut g = c.benchmark_group("sketch/million_keys");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "sketch/million_keys");
     let keys = random_keys(1 << 20);
-    let mask = keys.len() - 1;
     let s = sketch();
     let k = KeyedLimiter::<u64>::try_new(Algorithm::FixedWindow, quota()).unwrap();
     let gov = RateLimiter::keyed(gov_quota());
@@ -98,43 +71,20 @@ fn million_keys(c: &mut Criterion) {
             gov.check_key(&key),
         );
     }
-    let mut i = 0usize;
-    g.bench_function("sketch", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                i = (i + 1) & mask;
-                black_box(s.try_acquire(&keys[i]).is_allowed());
-            })
-        })
+    on_keys(&mut g, "sketch", &keys, |key| {
+        s.try_acquire(key).is_allowed()
     });
     let hy = hybrid();
     for key in 0..MILLION {
         let _ = hy.try_acquire(&key);
     }
-    g.bench_function("hybrid", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                i = (i + 1) & mask;
-                black_box(hy.try_acquire(&keys[i]).is_allowed());
-            })
-        })
+    on_keys(&mut g, "hybrid", &keys, |key| {
+        hy.try_acquire(key).is_allowed()
     });
-    g.bench_function("keyed", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                i = (i + 1) & mask;
-                black_box(k.try_acquire(&keys[i]).is_allowed());
-            })
-        })
+    on_keys(&mut g, "keyed", &keys, |key| {
+        k.try_acquire(key).is_allowed()
     });
-    g.bench_function("governor", |b| {
-        b.iter_custom(|n| {
-            on_cpu(n, |_| {
-                i = (i + 1) & mask;
-                black_box(gov.check_key(&keys[i]).is_ok());
-            })
-        })
-    });
+    on_keys(&mut g, "governor", &keys, |key| gov.check_key(key).is_ok());
     g.finish();
 }
 
@@ -157,10 +107,7 @@ fn on_new_keys<L>(
 }
 
 fn new_keys(c: &mut Criterion) {
-    let mut g = c.benchmark_group("sketch/new_keys");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .throughput(Throughput::Elements(1));
+    let mut g = per_request(c, "sketch/new_keys");
     let s = sketch();
     g.bench_function("sketch", |b| {
         b.iter_custom(|iters| on_new_keys(iters, || &s, |s, k| s.try_acquire(&k).is_allowed()))

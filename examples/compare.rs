@@ -231,6 +231,18 @@ impl<F: Fn() -> bool + Sync> Check for Op<F> {
     }
 }
 
+/// Hands `s` the floor's operation `op` as a subject named `name`, on its own handle to the
+/// floor's clocks.
+fn floor_op(
+    s: &mut Scenario,
+    floor: &Arc<Floor>,
+    name: &'static str,
+    op: impl Fn(&Floor) -> bool + Sync + 'static,
+) {
+    let f = Arc::clone(floor);
+    s.visit(name, Family::Peer, Op(move || op(&f)));
+}
+
 /// One line of the summary: how tollgate's `ours` compares with `theirs` in `s`.
 fn verdict(what: &str, s: &Results, ours: &str, theirs: &str) {
     if let (Some(a), Some(b)) = (s.ns(ours), s.ns(theirs)) {
@@ -283,32 +295,13 @@ fn main() {
     // compare-exchange after it (what every lock-free admission on that clock pays at least).
     let floor = Arc::new(Floor::new(clocks.tollgate.clone()));
     let reads = Scenario::run(1, true, |s| {
-        let f = Arc::clone(&floor);
-        s.visit(
-            "quanta raw",
-            Family::Peer,
-            Op(move || black_box(f.quanta_raw()) != 0),
-        );
-        let f = Arc::clone(&floor);
-        s.visit(
-            "MonotonicClock",
-            Family::Peer,
-            Op(move || black_box(f.monotonic()) != 0),
-        );
-        let f = Arc::clone(&floor);
-        s.visit(
-            "MonotonicClock+CAS",
-            Family::Peer,
-            Op(move || f.monotonic_cas()),
-        );
-        let f = Arc::clone(&floor);
-        s.visit(
-            "CoarseClock",
-            Family::Peer,
-            Op(move || black_box(f.coarse()) != 0),
-        );
-        let f = Arc::clone(&floor);
-        s.visit("CoarseClock+CAS", Family::Peer, Op(move || f.coarse_cas()));
+        floor_op(s, &floor, "quanta raw", |f| black_box(f.quanta_raw()) != 0);
+        floor_op(s, &floor, "MonotonicClock", |f| {
+            black_box(f.monotonic()) != 0
+        });
+        floor_op(s, &floor, "MonotonicClock+CAS", |f| f.monotonic_cas());
+        floor_op(s, &floor, "CoarseClock", |f| black_box(f.coarse()) != 0);
+        floor_op(s, &floor, "CoarseClock+CAS", |f| f.coarse_cas());
     });
     say!("\nWhat reading a clock costs (one thread, median ns per read)");
     let raw = reads.ns("quanta raw").unwrap_or(f64::NAN);

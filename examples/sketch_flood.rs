@@ -46,8 +46,8 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use tollgate::{
-    Algorithm, HybridSketchLimiter, KeyedLimiter, ManualClock, Quota, SketchLimiter, SketchSize,
-    WhenFull,
+    Algorithm, HybridSketchLimiter, KeyedLimit, KeyedLimiter, ManualClock, Quota, SketchLimiter,
+    SketchSize, WhenFull,
 };
 use tollgate_test_support::cpu::thread_cpu;
 
@@ -128,6 +128,11 @@ struct Run {
     false_denials: u64,
 }
 
+/// One request for `key` to a tollgate keyed limiter: admitted?
+fn admits<L: KeyedLimit<u64>>(limiter: &L, key: u64) -> bool {
+    limiter.try_acquire(&key).is_allowed()
+}
+
 /// Runs the stream of `flood` one-shot keys and the well-behaved keys through `check`
 /// (true: admitted), on a limiter that `make` builds (counted from before it is built).
 fn run<L>(flood: u64, make: impl FnOnce() -> L, check: impl Fn(&L, u64) -> bool) -> Run {
@@ -206,7 +211,7 @@ fn main() {
                 run(
                     flood,
                     || SketchLimiter::<u64, _>::with_clock(quota, size, ManualClock::new()),
-                    |l, k| l.try_acquire(&k).is_allowed(),
+                    admits,
                 ),
             ),
             (
@@ -221,7 +226,7 @@ fn main() {
                             ManualClock::new(),
                         )
                     },
-                    |l, k| l.try_acquire(&k).is_allowed(),
+                    admits,
                 ),
             ),
             (
@@ -236,7 +241,7 @@ fn main() {
                         )
                         .expect("a keyed map")
                     },
-                    |l, k| l.try_acquire(&k).is_allowed(),
+                    admits,
                 ),
             ),
             (
@@ -249,7 +254,7 @@ fn main() {
                             .build_with_clock(ManualClock::new())
                             .expect("a keyed map")
                     },
-                    |l, k| l.try_acquire(&k).is_allowed(),
+                    admits,
                 ),
             ),
             (
@@ -410,22 +415,14 @@ fn heavy_keys(quota: Quota) {
             let clock = ManualClock::new();
             let sketch = SketchLimiter::<u64, _>::with_clock(quota, columns, clock.clone())
                 .with_hasher(foldhash::fast::FixedState::with_seed(seed));
-            heavy_run(&orders, &clock, &sketch, sketch.bytes(), |l, k| {
-                l.try_acquire(&k).is_allowed()
-            })
+            heavy_run(&orders, &clock, &sketch, sketch.bytes(), admits)
         };
         s.add(plain(size));
         w.add(plain(wide));
         let clock = ManualClock::new();
         let hybrid = HybridSketchLimiter::<u64, _>::with_clock(quota, size, EXACT, clock.clone())
             .with_hasher(foldhash::fast::FixedState::with_seed(seed));
-        h.add(heavy_run(
-            &orders,
-            &clock,
-            &hybrid,
-            hybrid.bytes(),
-            |l, k| l.try_acquire(&k).is_allowed(),
-        ));
+        h.add(heavy_run(&orders, &clock, &hybrid, hybrid.bytes(), admits));
     }
     let light = light * SEEDS;
     for (name, r) in [

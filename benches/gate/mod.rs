@@ -1,6 +1,6 @@
 //! What the instruction-count benchmarks share (`benches/instructions.rs`,
-//! `benches/instructions_keyed.rs`): the request loop, the frozen clock, the two quotas and the
-//! gate's limit.
+//! `benches/instructions_keyed.rs`): the request loop, the frozen clock, the two quotas, the
+//! gate's limit and the declaration of a benchmark ([`gate_bench!`]).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -59,3 +59,21 @@ pub fn open() -> Quota {
 pub fn closed() -> Quota {
     Quota::per_hour(1).unwrap()
 }
+
+/// Declares the benchmark function `$name`, which measures [`run`] on a limiter of type
+/// `$limiter`: one gungraun bench per case (`allowed`, `denied`), each on the limiter its
+/// expression makes, outside the measurement.
+///
+/// ```text
+/// gate_bench!(peer_governor(Gov), allowed = governor_open(), denied = governor_closed());
+/// ```
+macro_rules! gate_bench {
+    ($name:ident($limiter:ty) $(, $case:ident = $make:expr)+ $(,)?) => {
+        #[library_benchmark]
+        $(#[bench::$case($make)])+
+        fn $name(limiter: $limiter) -> $limiter {
+            $crate::gate::run(limiter)
+        }
+    };
+}
+pub(crate) use gate_bench;

@@ -245,50 +245,91 @@ impl ratelimit::Clock for RatelimitStdClock {
     }
 }
 
-/// Every subject with every request allowed (scenarios 1 and 4), on its default clock.
-pub fn allowed(v: &mut impl Visit) {
+/// What a scenario builds every subject with: the quota of each tollgate limiter, and each
+/// peer's own constructor or figures for the same limit.
+struct Quotas {
+    /// tollgate's limiters and twins, the sliding logs aside.
+    quota: fn() -> Quota,
+    /// The sliding logs (each admission is an entry: see [`LOG_OPEN_PER_SEC`]).
+    log: fn() -> Quota,
+    governor: fn(QuantaClock) -> Governor<QuantaClock>,
+    rate_net: fn() -> RateNet<clock_lib::SystemClock>,
+    ratelimit: fn(RatelimitStdClock) -> RateLimit<RatelimitStdClock>,
+    /// The hand-written bucket's tokens per second and burst.
+    std_bucket: (f64, f64),
+}
+
+/// Every request allowed.
+const OPEN: Quotas = Quotas {
+    quota: open,
+    log: log_open,
+    governor: governor_open,
+    rate_net: rate_net_open,
+    ratelimit: ratelimit_open,
+    std_bucket: (OPEN_PER_SEC as f64, OPEN_PER_SEC as f64),
+};
+
+/// One request per hour.
+const CLOSED: Quotas = Quotas {
+    quota: closed,
+    log: closed,
+    governor: governor_closed,
+    rate_net: rate_net_closed,
+    ratelimit: ratelimit_closed,
+    std_bucket: (1.0 / 3600.0, 1.0),
+};
+
+/// Every subject, each on its default clock, built with `quotas`.
+fn every_subject(v: &mut impl Visit, quotas: &Quotas) {
     use Family::*;
-    v.visit("TokenBucket", Ours, Tollgate(TokenBucket::new(open())));
+    let quota = quotas.quota;
+    v.visit("TokenBucket", Ours, Tollgate(TokenBucket::new(quota())));
     v.visit(
         "MutexTokenBucket",
         Twin,
-        Tollgate(MutexTokenBucket::new(open())),
+        Tollgate(MutexTokenBucket::new(quota())),
     );
-    v.visit("FixedWindow", Ours, Tollgate(FixedWindow::new(open())));
+    v.visit("FixedWindow", Ours, Tollgate(FixedWindow::new(quota())));
     v.visit(
         "MutexFixedWindow",
         Twin,
-        Tollgate(MutexFixedWindow::new(open())),
+        Tollgate(MutexFixedWindow::new(quota())),
     );
-    v.visit("SlidingWindow", Ours, Tollgate(SlidingWindow::new(open())));
+    v.visit("SlidingWindow", Ours, Tollgate(SlidingWindow::new(quota())));
     v.visit(
         "MutexSlidingWindow",
         Twin,
-        Tollgate(MutexSlidingWindow::new(open())),
+        Tollgate(MutexSlidingWindow::new(quota())),
     );
+    let log = quotas.log;
     v.visit(
         "SlidingLog",
         Ours,
-        Tollgate(SlidingLog::try_new(log_open()).expect("a small log allocates")),
+        Tollgate(SlidingLog::try_new(log()).expect("a small log allocates")),
     );
     v.visit(
         "MutexSlidingLog",
         Twin,
-        Tollgate(MutexSlidingLog::try_new(log_open()).expect("a small log allocates")),
+        Tollgate(MutexSlidingLog::try_new(log()).expect("a small log allocates")),
     );
-    v.visit("governor", Peer, governor_open(QuantaClock::default()));
-    v.visit("rate-net", Peer, rate_net_open());
+    v.visit("governor", Peer, (quotas.governor)(QuantaClock::default()));
+    v.visit("rate-net", Peer, (quotas.rate_net)());
     v.visit(
         "ratelimit",
         Peer,
-        ratelimit_open(RatelimitStdClock(Instant::now())),
+        (quotas.ratelimit)(RatelimitStdClock(Instant::now())),
     );
-    let per_sec = OPEN_PER_SEC as f64;
+    let (per_sec, burst) = quotas.std_bucket;
     v.visit(
         "std-mutex-bucket",
         Peer,
-        StdMutexBucket::new(per_sec, per_sec, StdNow),
+        StdMutexBucket::new(per_sec, burst, StdNow),
     );
+}
+
+/// Every subject with every request allowed (scenarios 1 and 4), on its default clock.
+pub fn allowed(v: &mut impl Visit) {
+    every_subject(v, &OPEN);
 }
 
 /// Takes what a closed limiter has, so that every later request is denied.
@@ -301,66 +342,18 @@ pub fn drained<L: Check>(limiter: L) -> L {
     limiter
 }
 
+/// Hands each subject on, [`drained`].
+struct Drained<'a, V>(&'a mut V);
+
+impl<V: Visit> Visit for Drained<'_, V> {
+    fn visit<L: Check + 'static>(&mut self, name: &'static str, family: Family, limiter: L) {
+        self.0.visit(name, family, drained(limiter));
+    }
+}
+
 /// Every subject at one request per hour, already taken: every request denied (scenario 2).
 pub fn denied(v: &mut impl Visit) {
-    use Family::*;
-    v.visit(
-        "TokenBucket",
-        Ours,
-        drained(Tollgate(TokenBucket::new(closed()))),
-    );
-    v.visit(
-        "MutexTokenBucket",
-        Twin,
-        drained(Tollgate(MutexTokenBucket::new(closed()))),
-    );
-    v.visit(
-        "FixedWindow",
-        Ours,
-        drained(Tollgate(FixedWindow::new(closed()))),
-    );
-    v.visit(
-        "MutexFixedWindow",
-        Twin,
-        drained(Tollgate(MutexFixedWindow::new(closed()))),
-    );
-    v.visit(
-        "SlidingWindow",
-        Ours,
-        drained(Tollgate(SlidingWindow::new(closed()))),
-    );
-    v.visit(
-        "MutexSlidingWindow",
-        Twin,
-        drained(Tollgate(MutexSlidingWindow::new(closed()))),
-    );
-    v.visit(
-        "SlidingLog",
-        Ours,
-        drained(Tollgate(
-            SlidingLog::try_new(closed()).expect("a small log allocates"),
-        )),
-    );
-    v.visit(
-        "MutexSlidingLog",
-        Twin,
-        drained(Tollgate(
-            MutexSlidingLog::try_new(closed()).expect("a small log allocates"),
-        )),
-    );
-    v.visit(
-        "governor",
-        Peer,
-        drained(governor_closed(QuantaClock::default())),
-    );
-    v.visit("rate-net", Peer, drained(rate_net_closed()));
-    v.visit(
-        "ratelimit",
-        Peer,
-        drained(ratelimit_closed(RatelimitStdClock(Instant::now()))),
-    );
-    let bucket = StdMutexBucket::new(1.0 / 3600.0, 1.0, StdNow);
-    v.visit("std-mutex-bucket", Peer, drained(bucket));
+    every_subject(&mut Drained(v), &CLOSED);
 }
 
 /// The coarse clocks, each refreshed every 1 ms by its own upkeep thread: governor's
@@ -480,19 +473,19 @@ impl Floor {
     /// bucket's admission does.
     #[inline]
     pub fn monotonic_cas(&self) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        let now = self.monotonic.now_nanos();
-        let old = self.word.load(Relaxed);
-        self.word
-            .compare_exchange_weak(old, old.max(now) + 1, Relaxed, Relaxed)
-            .is_ok()
+        self.cas_after(self.monotonic.now_nanos())
     }
 
     /// `CoarseClock` read + one load + one uncontended compare-exchange.
     #[inline]
     pub fn coarse_cas(&self) -> bool {
+        self.cas_after(self.coarse.now_nanos())
+    }
+
+    /// One load + one uncontended compare-exchange of the word, to past `now`.
+    #[inline]
+    fn cas_after(&self, now: u64) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
-        let now = self.coarse.now_nanos();
         let old = self.word.load(Relaxed);
         self.word
             .compare_exchange_weak(old, old.max(now) + 1, Relaxed, Relaxed)
@@ -508,6 +501,16 @@ pub fn spans<L: Check>(limiter: &L, threads: usize, per_thread: u64) -> Vec<(Ins
             black_box(limiter.check());
         }
     })
+}
+
+/// `threads` threads, started together, share `iters` requests to one limiter. Returns the wall
+/// time from the first thread's start to the last one's end (threads that took turns cannot pass
+/// for threads that contended), scaled to exactly `iters` requests: criterion's time per
+/// iteration is then the aggregate time per request, and its throughput the aggregate rate.
+pub fn contended<L: Check>(limiter: &L, threads: usize, iters: u64) -> Duration {
+    let per_thread = (iters / threads as u64).max(1);
+    let wall = together::first_start_to_last_end(&spans(limiter, threads, per_thread));
+    wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
 }
 
 /// Checks that a subject answers as its scenario says (all allowed, or all denied) before it is

@@ -75,36 +75,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .flat_map(|w| w.to_le_bytes())
             .collect::<Vec<u8>>()
     };
+    // A shipped script, `src/scripts/{name}.lua` after the prelude, with one packed argument.
+    macro_rules! shipped {
+        ($name:literal, $suffix:literal, $words:expr) => {
+            (
+                $name,
+                body(include_str!(concat!("../src/scripts/", $name, ".lua"))),
+                $suffix,
+                vec![packed($words)],
+            )
+        };
+    }
     let incr_args = ["60000", "1000000000"].map(|a| a.as_bytes().to_vec());
     let scripts: Vec<(&str, String, &str, Vec<Vec<u8>>)> = vec![
         ("INCR", INCR.to_owned(), "incr", incr_args.to_vec()),
         // 1,000,000 per second, burst 1,000,000: interval 1 µs, scale 1.
-        (
-            "token_bucket",
-            body(include_str!("../src/scripts/token_bucket.lua")),
-            "tb",
-            vec![packed([1.0, -1.0, 1.0, 1e6, 1.0, 0.0])],
-        ),
+        shipped!("token_bucket", "tb", [1.0, -1.0, 1.0, 1e6, 1.0, 0.0]),
         // 1,000,000 per minute.
-        (
-            "fixed_window",
-            body(include_str!("../src/scripts/fixed_window.lua")),
-            "fw",
-            vec![packed([1.0, -1.0, 6e7, 1e6, 0.0, 0.0])],
-        ),
+        shipped!("fixed_window", "fw", [1.0, -1.0, 6e7, 1e6, 0.0, 0.0]),
         // 1,000,000 per minute in 8 slots of 7.5 s.
-        (
-            "sliding_window",
-            body(include_str!("../src/scripts/sliding_window.lua")),
-            "swc",
-            vec![packed([1.0, -1.0, 7.5e6, 1e6, 8.0, 0.0])],
-        ),
-        (
-            "sliding_log",
-            body(include_str!("../src/scripts/sliding_log.lua")),
-            "log",
-            vec![packed([1.0, -1.0, 6e7, 1e6, 0.0, 0.0])],
-        ),
+        shipped!("sliding_window", "swc", [1.0, -1.0, 7.5e6, 1e6, 8.0, 0.0]),
+        shipped!("sliding_log", "log", [1.0, -1.0, 6e7, 1e6, 0.0, 0.0]),
     ];
     let mut shas = Vec::new();
     for (_, body, _, _) in &scripts {

@@ -19,6 +19,22 @@ use crate::reply::{classify, server_version};
 use crate::script::{script_for, Script};
 use crate::target::{with_tcp_settings, Conn, Target};
 
+/// Builder methods that each set one field: every `pub fn name(args) => field = value;`
+/// becomes `pub fn name(mut self, args) -> Self` with its doc comment, setting `field` to
+/// `value`.
+macro_rules! setters {
+    ($(
+        $(#[$doc:meta])*
+        pub fn $name:ident($($arg:ident: $ty:ty),+) => $field:ident = $value:expr;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $($arg: $ty),+) -> Self {
+            self.$field = $value;
+            self
+        }
+    )*};
+}
+
 /// Settings of a [`RedisLimiter`]; made by [`RedisLimiter::builder`].
 #[must_use = "a builder does nothing until `build().await`"]
 pub struct RedisLimiterBuilder {
@@ -55,129 +71,108 @@ impl RedisLimiterBuilder {
         }
     }
 
-    /// The prefix of every key (default `tollgate`): keys are `{prefix:key}:alg`.
-    ///
-    /// ```no_run
-    /// # async fn f() -> Result<(), tollgate_redis::Error> {
-    /// use tollgate::{Algorithm, Quota};
-    /// let l = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .key_prefix("api:v1")
-    ///     .build()
-    ///     .await?;
-    /// # let _ = l; Ok(()) }
-    /// ```
-    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
-        self.prefix = prefix.as_ref().to_vec();
-        self
-    }
+    setters! {
+        /// The prefix of every key (default `tollgate`): keys are `{prefix:key}:alg`.
+        ///
+        /// ```no_run
+        /// # async fn f() -> Result<(), tollgate_redis::Error> {
+        /// use tollgate::{Algorithm, Quota};
+        /// let l = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
+        ///     .key_prefix("api:v1")
+        ///     .build()
+        ///     .await?;
+        /// # let _ = l; Ok(()) }
+        /// ```
+        pub fn key_prefix(prefix: impl AsRef<[u8]>) => prefix = prefix.as_ref().to_vec();
 
-    /// The deadline of each call (default 20 ms, whole milliseconds are enough): past it the
-    /// call returns [`Error::Timeout`] and [`RedisLimiter::check`] answers by the policy.
-    /// The `redis` crate's own defaults are seconds: far too long on a request's hot path.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
-    ///     .timeout(Duration::from_millis(5));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn timeout(mut self, deadline: Duration) -> Self {
-        self.timeout = deadline;
-        self
-    }
+        /// The deadline of each call (default 20 ms, whole milliseconds are enough): past it the
+        /// call returns [`Error::Timeout`] and [`RedisLimiter::check`] answers by the policy.
+        /// The `redis` crate's own defaults are seconds: far too long on a request's hot path.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use std::time::Duration;
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
+        ///     .timeout(Duration::from_millis(5));
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn timeout(deadline: Duration) => timeout = deadline;
 
-    /// The deadline of the first connection in `build` (default 1 s).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
-    ///     .connect_timeout(Duration::from_millis(200));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn connect_timeout(mut self, deadline: Duration) -> Self {
-        self.connect_timeout = deadline;
-        self
-    }
+        /// The deadline of the first connection in `build` (default 1 s).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use std::time::Duration;
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::FixedWindow, Quota::per_second(5)?)
+        ///     .connect_timeout(Duration::from_millis(200));
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn connect_timeout(deadline: Duration) => connect_timeout = deadline;
 
-    /// What [`RedisLimiter::check`] answers when Redis cannot (default: fail closed, retry
-    /// after one second).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .failure_policy(tollgate_redis::FailurePolicy::FailOpen);
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
-        self.policy = policy;
-        self
-    }
+        /// What [`RedisLimiter::check`] answers when Redis cannot (default: fail closed, retry
+        /// after one second).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
+        ///     .failure_policy(tollgate_redis::FailurePolicy::FailOpen);
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn failure_policy(policy: FailurePolicy) => policy = policy;
 
-    /// How many denied keys the local deny cache holds (default 10,000; 0 turns it off).
-    /// A key Redis denied until `t` is denied locally until `t` without a round trip.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .deny_cache(0);
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn deny_cache(mut self, max_keys: usize) -> Self {
-        self.deny_cache = max_keys;
-        self
-    }
+        /// How many denied keys the local deny cache holds (default 10,000; 0 turns it off).
+        /// A key Redis denied until `t` is denied locally until `t` without a round trip.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
+        ///     .deny_cache(0);
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn deny_cache(max_keys: usize) => deny_cache = max_keys;
 
-    /// After `failures` failed calls in a row, answer [`Error::CircuitOpen`] at once for
-    /// `pause`, then let one call probe Redis (default 5 failures, 250 ms; 0 turns it off).
-    /// On a cluster, each primary has its own breaker, counting the calls of the keys it
-    /// serves: one dead primary's keys are answered at once while the others' keys are still
-    /// asked (the slot map is read at `build` and again after failures and every 10 s).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
-    ///     .circuit_breaker(3, Duration::from_millis(100));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn circuit_breaker(mut self, failures: u32, pause: Duration) -> Self {
-        self.breaker = (failures, pause);
-        self
-    }
+        /// After `failures` failed calls in a row, answer [`Error::CircuitOpen`] at once for
+        /// `pause`, then let one call probe Redis (default 5 failures, 250 ms; 0 turns it off).
+        /// On a cluster, each primary has its own breaker, counting the calls of the keys it
+        /// serves: one dead primary's keys are answered at once while the others' keys are still
+        /// asked (the slot map is read at `build` and again after failures and every 10 s).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use std::time::Duration;
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(5)?)
+        ///     .circuit_breaker(3, Duration::from_millis(100));
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn circuit_breaker(failures: u32, pause: Duration) => breaker = (failures, pause);
 
-    /// Token bucket only: when a request passes, take up to `size` tokens in the same call
-    /// and spend the rest here, without a round trip, for at most `lifetime` (tokens left
-    /// then lapse). Never more than the script granted; the admissions of any span
-    /// `[t0, t1]` are at most what the bucket admits in `[t0 - lifetime, t1]`. Off by default.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use std::time::Duration;
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(10_000)?)
-    ///     .leases(20, Duration::from_millis(50));
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn leases(mut self, size: u64, lifetime: Duration) -> Self {
-        self.leases = (size > 1).then_some((size, lifetime));
-        self
-    }
+        /// Token bucket only: when a request passes, take up to `size` tokens in the same call
+        /// and spend the rest here, without a round trip, for at most `lifetime` (tokens left
+        /// then lapse). Never more than the script granted; the admissions of any span
+        /// `[t0, t1]` are at most what the bucket admits in `[t0 - lifetime, t1]`. Off by default.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use std::time::Duration;
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::TokenBucket, Quota::per_second(10_000)?)
+        ///     .leases(20, Duration::from_millis(50));
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn leases(size: u64, lifetime: Duration)
+            => leases = (size > 1).then_some((size, lifetime));
 
-    /// Send this clock's time instead of using Redis `TIME`, in nanoseconds: decisions are
-    /// then exactly the in-process limiter's for the same sequence, on a real server, with no
-    /// sleeping. For tests. Keys then live at least an hour of real time (real time passing
-    /// between calls must not expire state the test clock still counts).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, ManualClock, Quota};
-    /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::SlidingLog, Quota::per_second(5)?)
-    ///     .test_clock(ManualClock::new());
-    /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
-    /// ```
-    pub fn test_clock(mut self, clock: ManualClock) -> Self {
-        self.test_clock = Some(clock);
-        self
+        /// Send this clock's time instead of using Redis `TIME`, in nanoseconds: decisions are
+        /// then exactly the in-process limiter's for the same sequence, on a real server, with no
+        /// sleeping. For tests. Keys then live at least an hour of real time (real time passing
+        /// between calls must not expire state the test clock still counts).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, ManualClock, Quota};
+        /// let b = tollgate_redis::RedisLimiter::builder("redis://127.0.0.1/", Algorithm::SlidingLog, Quota::per_second(5)?)
+        ///     .test_clock(ManualClock::new());
+        /// # let _ = b; Ok::<(), tollgate::QuotaError>(())
+        /// ```
+        pub fn test_clock(clock: ManualClock) => test_clock = Some(clock);
     }
 
     /// Checks the quota, connects, and loads the script.

@@ -739,74 +739,60 @@ mod tests {
         TrustedProxy::new(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()])
     }
 
-    fn key(x: &TrustedProxy, r: &Request<()>) -> String {
-        x.extract(r).unwrap().to_string()
+    /// Each case: a request from `peer` carrying one `header` line per value, and the key `x`
+    /// makes of it.
+    fn assert_keys(x: &TrustedProxy, header: &str, cases: &[(&str, &[&str], &str)]) {
+        for &(peer, values, key) in cases {
+            let got = x.extract(&req(peer, header, values)).unwrap().to_string();
+            assert_eq!(got, key, "{header}: {values:?} from {peer}");
+        }
     }
 
-    #[test]
-    fn untrusted_peer_ignores_the_header() {
-        let r = req("198.51.100.7:1", "x-forwarded-for", &["1.1.1.1"]);
-        assert_eq!(key(&proxies(), &r), "198.51.100.7");
-    }
+    /// A peer inside [`proxies`]' networks.
+    const PROXY: &str = "10.0.0.1:1";
 
     #[test]
-    fn rightmost_untrusted_hop_across_lines() {
-        let r = req(
-            "10.0.0.1:1",
-            "x-forwarded-for",
-            &["9.9.9.9, 203.0.113.5", "10.2.2.2 , [fd00::3]:8080"],
-        );
-        assert_eq!(key(&proxies(), &r), "203.0.113.5");
-        let r = req("10.0.0.1:1", "x-forwarded-for", &["203.0.113.5:4444"]);
-        assert_eq!(key(&proxies(), &r), "203.0.113.5");
-    }
-
-    #[test]
-    fn garbage_or_all_trusted_ends_at_the_nearest_proxy() {
-        let r = req(
-            "10.0.0.1:1",
-            "x-forwarded-for",
-            &["1.1.1.1, bogus, 10.3.3.3"],
-        );
-        assert_eq!(key(&proxies(), &r), "10.3.3.3");
-        let r = req("10.0.0.1:1", "x-forwarded-for", &["10.4.4.4, 10.3.3.3"]);
-        assert_eq!(key(&proxies(), &r), "10.4.4.4");
-        let r = req("10.0.0.1:1", "x-forwarded-for", &[]);
-        assert_eq!(key(&proxies(), &r), "10.0.0.1");
+    fn x_forwarded_for_rightmost_untrusted_hop() {
+        let cases: &[(&str, &[&str], &str)] = &[
+            // An untrusted peer's header is ignored.
+            ("198.51.100.7:1", &["1.1.1.1"], "198.51.100.7"),
+            // The rightmost untrusted hop, across lines, with or without a port.
+            (
+                PROXY,
+                &["9.9.9.9, 203.0.113.5", "10.2.2.2 , [fd00::3]:8080"],
+                "203.0.113.5",
+            ),
+            (PROXY, &["203.0.113.5:4444"], "203.0.113.5"),
+            // Garbage, or only trusted hops: the nearest proxy.
+            (PROXY, &["1.1.1.1, bogus, 10.3.3.3"], "10.3.3.3"),
+            (PROXY, &["10.4.4.4, 10.3.3.3"], "10.4.4.4"),
+            (PROXY, &[], "10.0.0.1"),
+            // An IPv4-mapped peer is the IPv4 address, and so is an IPv4-mapped hop.
+            ("[::ffff:10.0.0.1]:1", &["::ffff:192.0.2.1"], "192.0.2.1"),
+        ];
+        assert_keys(&proxies(), "x-forwarded-for", cases);
     }
 
     #[test]
     fn forwarded_header_nodes() {
         let x = proxies().header(ForwardedHeader::Forwarded);
-        let r = req(
-            "10.0.0.1:1",
-            "forwarded",
-            &["for=6.6.6.6, For=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.9.9.9"],
-        );
-        assert_eq!(key(&x, &r), "2001:db8:cafe::");
-        let r = req(
-            "10.0.0.1:1",
-            "forwarded",
-            &["for=\"192.0.2.43:_p1\", for=10.9.9.9"],
-        );
-        assert_eq!(key(&x, &r), "192.0.2.43");
-        let r = req("10.0.0.1:1", "forwarded", &["for=\"[2001:db8::9]:_x.y-z\""]);
-        assert_eq!(key(&x, &r), "2001:db8::");
-        let r = req("10.0.0.1:1", "forwarded", &["for=unknown;by=10.0.0.1"]);
-        assert_eq!(key(&x, &r), "10.0.0.1");
+        let cases: &[(&str, &[&str], &str)] = &[
+            (
+                PROXY,
+                &["for=6.6.6.6, For=\"[2001:db8:cafe::17]:4711\";proto=https, for=10.9.9.9"],
+                "2001:db8:cafe::",
+            ),
+            (
+                PROXY,
+                &["for=\"192.0.2.43:_p1\", for=10.9.9.9"],
+                "192.0.2.43",
+            ),
+            (PROXY, &["for=\"[2001:db8::9]:_x.y-z\""], "2001:db8::"),
+            (PROXY, &["for=unknown;by=10.0.0.1"], "10.0.0.1"),
+        ];
+        assert_keys(&x, "forwarded", cases);
         // X-Forwarded-For is not read when Forwarded is configured.
-        let r = req("10.0.0.1:1", "x-forwarded-for", &["7.7.7.7"]);
-        assert_eq!(key(&x, &r), "10.0.0.1");
-    }
-
-    #[test]
-    fn mapped_peer_is_ipv4() {
-        let r = req(
-            "[::ffff:10.0.0.1]:1",
-            "x-forwarded-for",
-            &["::ffff:192.0.2.1"],
-        );
-        assert_eq!(key(&proxies(), &r), "192.0.2.1");
+        assert_keys(&x, "x-forwarded-for", &[(PROXY, &["7.7.7.7"], "10.0.0.1")]);
     }
 
     /// The fast IPv4 reader accepts exactly what the standard parser accepts as IPv4, with

@@ -29,6 +29,23 @@ use crate::reject::{DefaultReject, RejectFn};
 use crate::service::RateLimit;
 use crate::stats::Stats;
 
+/// Builder methods that each set one field of the layer's [`Config`]: every
+/// `pub fn name(arg: Type) => field = value;` becomes `pub fn name(mut self, arg: Type) -> Self`
+/// with its doc comment, setting `field` to `value` in this layer's own copy of the config
+/// (copied on write while a clone or a service shares it).
+macro_rules! config_setters {
+    ($(
+        $(#[$doc:meta])*
+        pub fn $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, $arg: $ty) -> Self {
+            self.config().$field = $value;
+            self
+        }
+    )*};
+}
+
 /// A tower [`Layer`] limiting requests per key; its service is [`RateLimit`].
 ///
 /// Every service the layer makes, and every clone of it, shares the layer's backends. A
@@ -190,113 +207,95 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
         Ok(self)
     }
 
-    /// When the rate-limit headers are sent (default [`HeaderMode::Always`]).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, HeaderMode};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .headers(HeaderMode::DenyOnly);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn headers(mut self, mode: HeaderMode) -> Self {
-        self.config().header_mode = mode;
-        self
-    }
+    config_setters! {
+        /// When the rate-limit headers are sent (default [`HeaderMode::Always`]).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, HeaderMode};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .headers(HeaderMode::DenyOnly);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn headers(mode: HeaderMode) => header_mode = mode;
 
-    /// What a keyless request gets (default `MissingKey::Reject(500)`).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer, MissingKey};
-    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .on_missing_key(MissingKey::Shared("0.0.0.0".parse().unwrap()));
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn on_missing_key(mut self, answer: MissingKey<Bk::Key>) -> Self {
-        self.config().missing = answer;
-        self
-    }
+        /// What a keyless request gets (default `MissingKey::Reject(500)`).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer, MissingKey};
+        /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .on_missing_key(MissingKey::Shared("0.0.0.0".parse().unwrap()));
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn on_missing_key(answer: MissingKey<Bk::Key>) => missing = answer;
 
-    /// What a request gets when the backend fails (default `OnError::Reject(503)`).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, OnError};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .on_error(OnError::Allow);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn on_error(mut self, answer: OnError) -> Self {
-        self.config().on_error = answer;
-        self
-    }
+        /// What a request gets when the backend fails (default `OnError::Reject(503)`).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer, OnError};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .on_error(OnError::Allow);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn on_error(answer: OnError) => on_error = answer;
 
-    /// The status for a request whose cost exceeds what the quota can ever allow (default
-    /// `429`, sent without `Retry-After` since no wait helps; `413` is the other usual pick).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .exceeds_capacity_status(http::StatusCode::PAYLOAD_TOO_LARGE);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn exceeds_capacity_status(mut self, status: StatusCode) -> Self {
-        self.config().exceeds = status;
-        self
-    }
+        /// The status for a request whose cost exceeds what the quota can ever allow (default
+        /// `429`, sent without `Retry-After` since no wait helps; `413` is the other usual pick).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .exceeds_capacity_status(http::StatusCode::PAYLOAD_TOO_LARGE);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn exceeds_capacity_status(status: StatusCode) => exceeds = status;
 
-    /// Shadow mode: never answer in place of the inner service; send the headers as if
-    /// limiting, and count what would have been denied in [`Stats::shadow_denied`]. Keyless
-    /// requests, requests naming their key twice, and requests the backend could not decide
-    /// are counted ([`Stats::missing_key`], [`Stats::invalid_key`], [`Stats::errors`]) and
-    /// passed too. For trying a limit on live traffic.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .shadow(true);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn shadow(mut self, on: bool) -> Self {
-        self.config().shadow = on;
-        self
-    }
+        /// Shadow mode: never answer in place of the inner service; send the headers as if
+        /// limiting, and count what would have been denied in [`Stats::shadow_denied`]. Keyless
+        /// requests, requests naming their key twice, and requests the backend could not decide
+        /// are counted ([`Stats::missing_key`], [`Stats::invalid_key`], [`Stats::errors`]) and
+        /// passed too. For trying a limit on live traffic.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .shadow(true);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn shadow(on: bool) => shadow = on;
 
-    /// Methods that pass uncounted and without headers (default: none, every method is
-    /// counted). Replaces the list. An exempt method reaches the inner service without any
-    /// limit: exempt only what the inner service answers cheaply.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// use http::Method;
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .exempt_methods([Method::HEAD]);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn exempt_methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
-        self.config().exempt = methods.into_iter().collect();
-        self
-    }
+        /// Methods that pass uncounted and without headers (default: none, every method is
+        /// counted). Replaces the list. An exempt method reaches the inner service without any
+        /// limit: exempt only what the inner service answers cheaply.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// use http::Method;
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .exempt_methods([Method::HEAD]);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn exempt_methods(methods: impl IntoIterator<Item = Method>)
+            => exempt = methods.into_iter().collect();
 
-    /// Lets CORS preflights pass uncounted (default off): an `OPTIONS` request carrying both
-    /// `Origin` and `Access-Control-Request-Method`. Any client can send those headers, so
-    /// the inner service must answer such a request cheaply (a CORS layer inside this one).
-    /// Other `OPTIONS` requests are counted.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .exempt_cors_preflight(true);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn exempt_cors_preflight(mut self, on: bool) -> Self {
-        self.config().cors_preflight = on;
-        self
+        /// Lets CORS preflights pass uncounted (default off): an `OPTIONS` request carrying both
+        /// `Origin` and `Access-Control-Request-Method`. Any client can send those headers, so
+        /// the inner service must answer such a request cheaply (a CORS layer inside this one).
+        /// Other `OPTIONS` requests are counted.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .exempt_cors_preflight(true);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn exempt_cors_preflight(on: bool) => cors_preflight = on;
     }
 
     /// Answers refused requests (denials, keyless or ambiguous keys, backend failures) with
@@ -337,83 +336,71 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
         }
     }
 
-    /// Adds the partition key `pk` (`:base64:`) to the `RateLimit` and `RateLimit-Policy`
-    /// items, from the bytes `f` makes of the request's key: a client behind a shared
-    /// address learns which quota partition it is counted in. Off by default. Send something
-    /// that identifies the partition without exposing it if the key is sensitive (a hash, a
-    /// tenant id, not an API key).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .partition_key(|ip| ip.to_string().into_bytes());
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn partition_key(
-        mut self,
-        f: impl Fn(&Bk::Key) -> Vec<u8> + Send + Sync + 'static,
-    ) -> Self {
-        self.config().partition_key = Some(Arc::new(f));
-        self
-    }
+    config_setters! {
+        /// Adds the partition key `pk` (`:base64:`) to the `RateLimit` and `RateLimit-Policy`
+        /// items, from the bytes `f` makes of the request's key: a client behind a shared
+        /// address learns which quota partition it is counted in. Off by default. Send something
+        /// that identifies the partition without exposing it if the key is sensitive (a hash, a
+        /// tenant id, not an API key).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .partition_key(|ip| ip.to_string().into_bytes());
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn partition_key(f: impl Fn(&Bk::Key) -> Vec<u8> + Send + Sync + 'static)
+            => partition_key = Some(Arc::new(f));
 
-    /// Sends the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and on a denial
-    /// `X-RateLimit-After`) beside the IETF fields, wherever those are sent (default off;
-    /// what tower_governor's `use_headers` sends). Values the inner service set are kept.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .legacy_headers(true);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn legacy_headers(mut self, on: bool) -> Self {
-        self.config().legacy = on;
-        self
-    }
+        /// Sends the legacy `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and on a denial
+        /// `X-RateLimit-After`) beside the IETF fields, wherever those are sent (default off;
+        /// what tower_governor's `use_headers` sends). Values the inner service set are kept.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{PeerIp, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(PeerIp::default(), LocalBackend::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .legacy_headers(true);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn legacy_headers(on: bool) => legacy = on;
 
-    /// Hands each request that reaches the inner service its [`Decision`](tollgate::Decision) as a request
-    /// extension (default off: an extension costs an allocation per request). A handler reads
-    /// what is left of its client's quota; in shadow mode a denied decision marks a request
-    /// that would have been refused.
-    ///
-    /// ```
-    /// use tollgate::{Algorithm, Decision, ManualClock, Quota};
-    /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// use tower::{Layer, ServiceExt};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let backend = LocalBackend::try_with_clock(Algorithm::TokenBucket, Quota::per_second(3)?, ManualClock::new())?;
-    /// let app = tower::service_fn(|req: http::Request<()>| async move {
-    ///     let left = req.extensions().get::<Decision>().map_or(0, |d| d.remaining());
-    ///     Ok::<_, std::convert::Infallible>(http::Response::new(left.to_string()))
-    /// });
-    /// let svc = RateLimitLayer::new(GlobalKey, backend).decision_extension(true).layer(app);
-    /// assert_eq!(svc.oneshot(http::Request::new(())).await?.body(), "2");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn decision_extension(mut self, on: bool) -> Self {
-        self.config().decision_extension = on;
-        self
-    }
+        /// Hands each request that reaches the inner service its [`Decision`](tollgate::Decision) as a request
+        /// extension (default off: an extension costs an allocation per request). A handler reads
+        /// what is left of its client's quota; in shadow mode a denied decision marks a request
+        /// that would have been refused.
+        ///
+        /// ```
+        /// use tollgate::{Algorithm, Decision, ManualClock, Quota};
+        /// use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// use tower::{Layer, ServiceExt};
+        /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+        /// let backend = LocalBackend::try_with_clock(Algorithm::TokenBucket, Quota::per_second(3)?, ManualClock::new())?;
+        /// let app = tower::service_fn(|req: http::Request<()>| async move {
+        ///     let left = req.extensions().get::<Decision>().map_or(0, |d| d.remaining());
+        ///     Ok::<_, std::convert::Infallible>(http::Response::new(left.to_string()))
+        /// });
+        /// let svc = RateLimitLayer::new(GlobalKey, backend).decision_extension(true).layer(app);
+        /// assert_eq!(svc.oneshot(http::Request::new(())).await?.body(), "2");
+        /// # Ok::<(), Box<dyn std::error::Error>>(())
+        /// # }).unwrap();
+        /// ```
+        pub fn decision_extension(on: bool) => decision_extension = on;
 
-    /// Sends the `RateLimit` headers even when one key stands for many clients (a
-    /// [`GlobalKey`](crate::GlobalKey), a `RouteKey`, keyless requests in a
-    /// [`MissingKey::Shared`] bucket). Off by default: those headers would tell every client
-    /// how much of the shared quota the others used. A denial still carries `Retry-After`.
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .expose_shared_state(true);
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn expose_shared_state(mut self, on: bool) -> Self {
-        self.config().expose_shared = on;
-        self
+        /// Sends the `RateLimit` headers even when one key stands for many clients (a
+        /// [`GlobalKey`](crate::GlobalKey), a `RouteKey`, keyless requests in a
+        /// [`MissingKey::Shared`] bucket). Off by default: those headers would tell every client
+        /// how much of the shared quota the others used. A denial still carries `Retry-After`.
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .expose_shared_state(true);
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn expose_shared_state(on: bool) => expose_shared = on;
     }
 
     /// What the quotas count, announced as `qu` in `RateLimit-Policy` (default requests,
@@ -444,39 +431,34 @@ impl<X: Clone, Bk: Backend, H> RateLimitLayer<X, Bk, H> {
         self
     }
 
-    /// The `Retry-After` sent with the answer to a request the backend could not decide
-    /// ([`OnError::Reject`], default 1 s, rounded up to whole seconds).
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
-    ///     .outage_retry_after(std::time::Duration::from_secs(5));
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn outage_retry_after(mut self, wait: core::time::Duration) -> Self {
-        self.config().outage_retry_after = HeaderValue::from(crate::headers::ceil_secs(wait));
-        self
-    }
+    config_setters! {
+        /// The `Retry-After` sent with the answer to a request the backend could not decide
+        /// ([`OnError::Reject`], default 1 s, rounded up to whole seconds).
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(5)?)?)
+        ///     .outage_retry_after(std::time::Duration::from_secs(5));
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn outage_retry_after(wait: core::time::Duration)
+            => outage_retry_after = HeaderValue::from(crate::headers::ceil_secs(wait));
 
-    /// A request's cost in units of the quota (default 1), e.g. by its declared body size
-    /// ([`content_length_cost`]). A cost above the quota's capacity is refused with
-    /// [`RateLimitLayer::exceeds_capacity_status`].
-    ///
-    /// ```
-    /// # use tollgate::{Algorithm, Quota};
-    /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
-    /// // A quota of 1 MiB per second, counted in KiB.
-    /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1024)?)?)
-    ///     .cost(|parts| tollgate_tower::content_length_cost(parts).div_ceil(1024).max(1));
-    /// # Ok::<(), tollgate::KeyedError>(())
-    /// ```
-    pub fn cost(
-        mut self,
-        f: impl Fn(&http::request::Parts) -> u64 + Send + Sync + 'static,
-    ) -> Self {
-        self.config().cost = Some(Arc::new(f));
-        self
+        /// A request's cost in units of the quota (default 1), e.g. by its declared body size
+        /// ([`content_length_cost`]). A cost above the quota's capacity is refused with
+        /// [`RateLimitLayer::exceeds_capacity_status`].
+        ///
+        /// ```
+        /// # use tollgate::{Algorithm, Quota};
+        /// # use tollgate_tower::{GlobalKey, LocalBackend, RateLimitLayer};
+        /// // A quota of 1 MiB per second, counted in KiB.
+        /// let layer = RateLimitLayer::new(GlobalKey, LocalBackend::<()>::try_new(Algorithm::TokenBucket, Quota::per_second(1024)?)?)
+        ///     .cost(|parts| tollgate_tower::content_length_cost(parts).div_ceil(1024).max(1));
+        /// # Ok::<(), tollgate::KeyedError>(())
+        /// ```
+        pub fn cost(f: impl Fn(&http::request::Parts) -> u64 + Send + Sync + 'static)
+            => cost = Some(Arc::new(f));
     }
 
     /// The counters shared by this layer and all its services.
