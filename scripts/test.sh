@@ -20,7 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-features=tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/metrics,tollgate-tower/tracing
+source scripts/test-features.sh
 cargo test --workspace --features "$features" "$@"
-# `rediss://` against a real TLS-only redis-server (the distribution's build has TLS).
-exec cargo test -p tollgate-redis --features tls --test tls "$@"
+# `rediss://` against a real TLS-only redis-server (the distribution's build has TLS). The
+# workspace's features as above plus `tls`, so that only the Redis client and what depends on it
+# build again.
+exec cargo test --workspace --features "$features,tollgate-redis/tls" --test tls "$@"

@@ -6,7 +6,7 @@
 # each crate's library with every feature alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-features=tollgate/serde,tollgate/tokio,tollgate/tracing,tollgate-tower/metrics,tollgate-tower/tracing
+source scripts/test-features.sh
 cargo clippy --workspace --all-targets --features "$features" -- -D warnings
 
 # Every feature alone, for each crate (what `cargo hack check --each-feature --lib` does): the

@@ -29,7 +29,8 @@ cargo test --manifest-path fuzz/Cargo.toml
 
 if [ "$(cargo fuzz --version 2>/dev/null || true)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
   step "installing cargo-fuzz $CARGO_FUZZ_VERSION"
-  cargo install cargo-fuzz --locked --version "$CARGO_FUZZ_VERSION"
+  # Unoptimized: the tool only starts cargo and libFuzzer; its optimized build takes minutes.
+  cargo install --debug --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
 fi
 # cargo fuzz needs a nightly compiler (-Z sanitizer flags). Use the nightly toolchain if it is
 # there or can be installed; a machine that can fetch no other toolchain builds with its own

@@ -37,7 +37,8 @@ install_tools() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y valgrind
   fi
   if [ "$(gungraun-runner --version 2>/dev/null || true)" != "gungraun-runner $GUNGRAUN_VERSION" ]; then
-    cargo install --locked gungraun-runner --version "$GUNGRAUN_VERSION"
+    # Unoptimized: it reads a few callgrind files; its optimized build takes minutes.
+    cargo install --debug --locked gungraun-runner --version "$GUNGRAUN_VERSION"
   fi
 }
 

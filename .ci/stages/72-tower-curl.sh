@@ -14,9 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 command -v curl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
-# A debug build: these checks are about answers, not speed, and the test stages already built
-# the dependencies in that profile.
-cargo build -q -p tollgate-tower --features metrics --example proxy --example upstream
+# A debug build with the test command's workspace and features (scripts/test.sh): these
+# checks are about answers, not speed, and the tests stage already built these examples so.
+source scripts/test-features.sh
+cargo build -q --workspace --features "$features" --example proxy --example upstream
 BIN=target/debug/examples
 UP_PORT=${UP_PORT:-19410}
 source tollgate-tower/scripts/servers.sh
