@@ -13,42 +13,54 @@ use tollgate_test_support::{check_costs_above_capacity, clock_and_cost, stream_q
 const NS: Duration = Duration::from_nanos(1);
 
 /// 3 per 7 s must stay exact over a year: the m-th token after the burst arrives at exactly
-/// ceil(m × 7/3 s), and at every multiple of 7 s exactly 3 more have arrived.
+/// ceil(m × 7/3 s), and at every multiple of 7 s exactly 3 more have arrived. The bucket and
+/// its twin each in a test of their own: two runs of a year, side by side.
 #[test]
 fn three_per_seven_seconds_is_exact_over_a_year() {
+    exact_over_a_year(0);
+}
+
+/// The same year on the token bucket's mutex twin.
+#[test]
+fn three_per_seven_seconds_is_exact_over_a_year_on_the_twin() {
+    exact_over_a_year(1);
+}
+
+/// The year of 3 per 7 s on the `which`-th limiter of the token bucket's pair.
+fn exact_over_a_year(which: usize) {
     let clock = ManualClock::new();
     let quota = Quota::try_new(3, Duration::from_secs(7)).unwrap();
-    for s in pair(Algo::TokenBucket, quota, &clock) {
-        clock.set(Duration::ZERO);
-        assert_eq!(admitted(&*s.limiter, 10), 3, "{}", s.name);
-        // Under miri (~1000× slower) 100 steps (700 s) instead of a year: the same exactness
-        // check at every step, over a span miri finishes in seconds.
-        let year_in_steps = if cfg!(miri) { 100 } else { 365 * 24 * 3600 / 7 };
-        for k in 1..=year_in_steps {
-            clock.set(Duration::from_secs(7 * k));
-            let d = s.limiter.try_acquire_n(3);
-            assert!(d.is_allowed(), "{} at step {k}", s.name);
-            let denied = s.limiter.try_acquire();
-            // The next token: ceil((3k + 1) × 7e9 / 3) ns from zero.
-            let next = (u128::from(3 * k + 1) * 7_000_000_000).div_ceil(3);
-            let wait = next - u128::from(7_000_000_000 * k);
-            assert_eq!(
-                denied.retry_after(),
-                Some(Duration::from_nanos(wait as u64)),
-                "{} step {k}",
-                s.name
-            );
-        }
-        // A year later, at an odd instant: exactly floor(t × 3/7) tokens since the last drain.
-        let t = Duration::from_secs(7 * year_in_steps) + Duration::from_millis(4_000);
-        clock.set(t);
+    let pair = pair(Algo::TokenBucket, quota, &clock);
+    let s = &pair[which];
+    clock.set(Duration::ZERO);
+    assert_eq!(admitted(&*s.limiter, 10), 3, "{}", s.name);
+    // Under miri (~1000× slower) 100 steps (700 s) instead of a year: the same exactness
+    // check at every step, over a span miri finishes in seconds.
+    let year_in_steps = if cfg!(miri) { 100 } else { 365 * 24 * 3600 / 7 };
+    for k in 1..=year_in_steps {
+        clock.set(Duration::from_secs(7 * k));
+        let d = s.limiter.try_acquire_n(3);
+        assert!(d.is_allowed(), "{} at step {k}", s.name);
+        let denied = s.limiter.try_acquire();
+        // The next token: ceil((3k + 1) × 7e9 / 3) ns from zero.
+        let next = (u128::from(3 * k + 1) * 7_000_000_000).div_ceil(3);
+        let wait = next - u128::from(7_000_000_000 * k);
         assert_eq!(
-            admitted(&*s.limiter, 3),
-            1,
-            "{}: 4 s is 1.71 tokens",
+            denied.retry_after(),
+            Some(Duration::from_nanos(wait as u64)),
+            "{} step {k}",
             s.name
         );
     }
+    // A year later, at an odd instant: exactly floor(t × 3/7) tokens since the last drain.
+    let t = Duration::from_secs(7 * year_in_steps) + Duration::from_millis(4_000);
+    clock.set(t);
+    assert_eq!(
+        admitted(&*s.limiter, 3),
+        1,
+        "{}: 4 s is 1.71 tokens",
+        s.name
+    );
 }
 
 /// Fractional intervals (7 per 3 s, 3/s, 13/min): token m arrives at exactly
