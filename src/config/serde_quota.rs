@@ -59,22 +59,49 @@ const QUOTA_FIELDS: &[&str] = &["limit", "period", "burst"];
 
 impl<'de> Deserialize<'de> for QuotaField {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FieldVisitor;
-        impl Visitor<'_> for FieldVisitor {
-            type Value = QuotaField;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`limit`, `period` or `burst`")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<QuotaField, E> {
-                match v {
-                    "limit" => Ok(QuotaField::Limit),
-                    "period" => Ok(QuotaField::Period),
-                    "burst" => Ok(QuotaField::Burst),
-                    _ => Err(E::unknown_field(v, QUOTA_FIELDS)),
-                }
-            }
-        }
-        deserializer.deserialize_identifier(FieldVisitor)
+        deserializer.deserialize_identifier(StrVisitor {
+            expecting: "`limit`, `period` or `burst`",
+            parse: |v| match v {
+                "limit" => Ok(QuotaField::Limit),
+                "period" => Ok(QuotaField::Period),
+                "burst" => Ok(QuotaField::Burst),
+                _ => Err(Refusal::UnknownField(QUOTA_FIELDS)),
+            },
+        })
+    }
+}
+
+/// A value read from one string by `parse`: the visitor of every string-shaped item (field
+/// names, periods, names of algorithms and policies), with what it expected for the error.
+pub(super) struct StrVisitor<T> {
+    pub(super) expecting: &'static str,
+    pub(super) parse: fn(&str) -> Result<T, Refusal>,
+}
+
+/// Why a string was refused, as the serde error it becomes.
+pub(super) enum Refusal {
+    /// `unknown field`, expected one of these.
+    UnknownField(&'static [&'static str]),
+    /// `unknown variant`, expected one of these (the keyed settings' names, std only).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    UnknownVariant(&'static [&'static str]),
+    /// Malformed, for this reason.
+    Invalid(ParseQuotaError),
+}
+
+impl<T> Visitor<'_> for StrVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(|refusal| match refusal {
+            Refusal::UnknownField(expected) => E::unknown_field(v, expected),
+            Refusal::UnknownVariant(expected) => E::unknown_variant(v, expected),
+            Refusal::Invalid(err) => E::custom(err),
+        })
     }
 }
 
@@ -83,17 +110,10 @@ struct Period(Duration);
 
 impl<'de> Deserialize<'de> for Period {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct PeriodVisitor;
-        impl Visitor<'_> for PeriodVisitor {
-            type Value = Period;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration with its unit, such as \"1s\", \"5m\" or \"250ms\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Period, E> {
-                parse_period(v).map(Period).map_err(E::custom)
-            }
-        }
-        deserializer.deserialize_str(PeriodVisitor)
+        deserializer.deserialize_str(StrVisitor {
+            expecting: "a duration with its unit, such as \"1s\", \"5m\" or \"250ms\"",
+            parse: |v| parse_period(v).map(Period).map_err(Refusal::Invalid),
+        })
     }
 }
 

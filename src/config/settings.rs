@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use super::serde_quota::set_once;
+use super::serde_quota::{set_once, Refusal, StrVisitor};
 use crate::quota::Quota;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 use serde::ser::{Serialize, Serializer};
@@ -249,20 +249,15 @@ impl Serialize for Algorithm {
 /// See `Serialize for Algorithm`.
 impl<'de> Deserialize<'de> for Algorithm {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Algorithm;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an algorithm name such as \"token_bucket\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Algorithm, E> {
+        deserializer.deserialize_str(StrVisitor {
+            expecting: "an algorithm name such as \"token_bucket\"",
+            parse: |v| {
                 Algorithm::ALL
                     .into_iter()
                     .find(|&a| same_name(algorithm_name(a), v))
-                    .ok_or_else(|| E::unknown_variant(v, ALGORITHMS))
-            }
-        }
-        deserializer.deserialize_str(V)
+                    .ok_or(Refusal::UnknownVariant(ALGORITHMS))
+            },
+        })
     }
 }
 
@@ -286,23 +281,18 @@ impl Serialize for WhenFull {
 /// See `Serialize for WhenFull`.
 impl<'de> Deserialize<'de> for WhenFull {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = WhenFull;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("\"deny\" or \"admit_untracked\"")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<WhenFull, E> {
+        deserializer.deserialize_str(StrVisitor {
+            expecting: "\"deny\" or \"admit_untracked\"",
+            parse: |v| {
                 if same_name(WHEN_FULL[0], v) {
                     Ok(WhenFull::Deny)
                 } else if same_name(WHEN_FULL[1], v) {
                     Ok(WhenFull::AdmitUntracked)
                 } else {
-                    Err(E::unknown_variant(v, WHEN_FULL))
+                    Err(Refusal::UnknownVariant(WHEN_FULL))
                 }
-            }
-        }
-        deserializer.deserialize_str(V)
+            },
+        })
     }
 }
 
@@ -458,13 +448,9 @@ enum SettingsKey {
 
 impl<'de> Deserialize<'de> for SettingsKey {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = SettingsKey;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a keyed-map setting")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<SettingsKey, E> {
+        deserializer.deserialize_identifier(StrVisitor {
+            expecting: "a keyed-map setting",
+            parse: |v| {
                 Ok(match v {
                     "algorithm" => SettingsKey::Algorithm,
                     "quota" => SettingsKey::Quota,
@@ -472,10 +458,9 @@ impl<'de> Deserialize<'de> for SettingsKey {
                     "max_keys" => SettingsKey::MaxKeys,
                     "when_full" => SettingsKey::WhenFull,
                     "live" => SettingsKey::Live,
-                    _ => return Err(E::unknown_field(v, SETTINGS_FIELDS)),
+                    _ => return Err(Refusal::UnknownField(SETTINGS_FIELDS)),
                 })
-            }
-        }
-        deserializer.deserialize_identifier(V)
+            },
+        })
     }
 }
