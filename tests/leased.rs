@@ -333,6 +333,37 @@ fn large_costs_bypass_the_lease() {
     assert!(d.exceeds_capacity() && !d.is_allowed());
 }
 
+/// One thread using several leased limiters in turn (the first two found at once, the others
+/// by a search): each spends from its own lease, and at a frozen instant each admits exactly
+/// its own burst; a limiter dropped and one made after it never share a lease.
+#[test]
+fn limiters_used_in_turn_on_one_thread_keep_their_own_leases() {
+    let clock = ManualClock::new();
+    let bursts = [50, 170, 400, 30];
+    let limiters: Vec<_> = bursts
+        .iter()
+        .map(|&burst| {
+            let quota = Quota::per_second(1).unwrap().with_burst(burst).unwrap();
+            shared_bucket(quota, Lease::try_new(8, Duration::from_secs(60)).unwrap(), &clock)
+        })
+        .collect();
+    let mut admitted = [0; 4];
+    for _ in 0..500 {
+        for (i, limiter) in limiters.iter().enumerate() {
+            admitted[i] += u64::from(limiter.try_acquire().is_allowed());
+        }
+    }
+    assert_eq!(admitted, bursts);
+    for limiter in &limiters {
+        assert_eq!(level(limiter), 0, "every lease spent, nothing left in the bucket");
+    }
+    // A new limiter after one is dropped: a fresh lease, its own burst only.
+    drop(limiters);
+    let quota = Quota::per_second(1).unwrap().with_burst(6).unwrap();
+    let fresh = shared_bucket(quota, Lease::try_new(4, Duration::from_secs(60)).unwrap(), &clock);
+    assert_eq!((0..20).filter(|_| fresh.try_acquire().is_allowed()).count(), 6);
+}
+
 #[test]
 fn an_expired_lease_goes_back_and_a_step_back_ends_it() {
     let clock = ManualClock::new();

@@ -265,11 +265,10 @@ impl<C: Clock + 'static> Leased<C> {
         let shared = &*self.shared;
         let done = SLOTS.try_with(|slots| {
             let mut slots = slots.try_borrow_mut().ok()?;
-            // Most threads use one or two leased limiters: the first slot is the usual hit,
-            // and the search and the slot's making stay out of this path's frame.
-            let slot = match slots.first_mut() {
-                Some(first) if first.key == key => first,
-                _ => self.find_or_make(&mut slots, key),
+            // The search and the slot's making stay out of this path's frame.
+            let slot = match near(&mut slots, key) {
+                Some(slot) => slot,
+                None => self.find_or_make(&mut slots, key),
             };
             Some(f(shared, &mut slot.holder))
         });
@@ -280,8 +279,19 @@ impl<C: Clock + 'static> Leased<C> {
     }
 }
 
+/// The slot of the limiter at `key` if it is one of the thread's first two: most threads use
+/// one or two leased limiters, and finding either takes no loop.
+#[inline(always)]
+fn near(slots: &mut [Slot], key: usize) -> Option<&mut Slot> {
+    match slots {
+        [first, ..] if first.key == key => Some(first),
+        [_, second, ..] if second.key == key => Some(second),
+        _ => None,
+    }
+}
+
 impl<C: Clock + 'static> Leased<C> {
-    /// This limiter's slot in a thread's table other than the first: found, or made (after
+    /// This limiter's slot in a thread's table past the first two: found, or made (after
     /// dropping the slots of limiters dropped since, which only their slot still holds).
     #[cold]
     #[inline(never)]
@@ -319,8 +329,8 @@ fn burst_of(core: &Core<Gcra>) -> u64 {
 }
 
 impl<C: Clock + 'static> Leased<C> {
-    /// Every request the thread's first slot cannot spend without a clock read: a clock check
-    /// due, a lease to renew, a cost it does not cover, another slot, or no table at all.
+    /// Every request the thread's first two slots cannot spend without a clock read: a clock
+    /// check due, a lease to renew, a cost it does not cover, another slot, or no table at all.
     #[cold]
     #[inline(never)]
     fn acquire_slow(&self, n: u64) -> Decision {
@@ -335,14 +345,14 @@ impl<C: Clock + 'static> Leased<C> {
 impl<C: Clock + 'static> Limiter for Leased<C> {
     #[inline]
     fn try_acquire_n(&self, n: u64) -> Decision {
-        // The usual request: a spend from the lease in the thread's first slot, no clock read;
-        // the frame holds only that, everything else is in `acquire_slow`.
+        // The usual request: a spend from the lease in one of the thread's first two slots, no
+        // clock read; the frame holds only that, everything else is in `acquire_slow`.
         let key = self.key();
         let shared = &*self.shared;
         let spent = SLOTS.try_with(|slots| {
             let mut slots = slots.try_borrow_mut().ok()?;
-            let first = slots.first_mut().filter(|s| s.key == key)?;
-            shared.spend(&mut first.holder, n)
+            let slot = near(&mut slots, key)?;
+            shared.spend(&mut slot.holder, n)
         });
         match spent {
             Ok(Some(d)) => d,
