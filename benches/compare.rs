@@ -9,7 +9,8 @@
 //!
 //! Every subject (tollgate's four limiters, their mutex twins, governor, rate-net, ratelimit and
 //! a hand-written `std::sync::Mutex` bucket) comes from `benches/peers`, shared with
-//! `examples/compare.rs`. Each is checked to answer as its scenario says before it is timed.
+//! `benches/examples/compare.rs`. Each is checked to answer as its scenario says before it is
+//! timed.
 //!
 //! Run: `cargo bench --bench compare` (all, ~5 min), `cargo bench --bench compare -- 1-allowed`
 //! (one group), `cargo bench --bench compare -- --quick` (fewer samples).

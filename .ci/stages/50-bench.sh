@@ -3,11 +3,12 @@
 #
 # 1. valgrind (apt) and gungraun-runner (cargo install --locked, the version of the gungraun
 #    crate in Cargo.lock) are installed if missing;
-# 2. `cargo bench --no-run` builds every bench target;
+# 2. `cargo bench --no-run` builds every bench target (the tollgate-benches crate's,
+#    benches/Cargo.toml, a default member of the workspace);
 # 3. the gate: benches/instructions.rs and benches/instructions_keyed.rs under callgrind,
 #    compared with the baseline committed in benches/gungraun-baseline/ (a copy, so the checkout
-#    stays clean); any instruction count more than 5 % above its baseline fails the run
-#    (gungraun exits 3);
+#    stays clean; gungraun files it under the package's name, tollgate-benches/); any
+#    instruction count more than 5 % above its baseline fails the run (gungraun exits 3);
 # 4. a criterion smoke test: every benchmark of benches/compare.rs runs once (`--test`); wall
 #    time is too noisy on shared machines to gate on.
 # benches/README.md says how to update the baseline on purpose.

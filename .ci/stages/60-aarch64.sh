@@ -28,6 +28,7 @@ rustup target add aarch64-unknown-linux-gnu
 qemu-aarch64 --version | head -n 1
 # The core crate only: the integrations (tokio, hyper, redis) are plain
 # portable Rust whose ARM code generation the core does not depend on.
-# Unit, integration and doc tests; not the examples, which only print measurements.
+# Unit, integration and doc tests. The benchmarks and comparison programs, which only print
+# measurements, are a crate of their own (benches/).
 cargo test -p tollgate --target aarch64-unknown-linux-gnu --lib --tests
 cargo test -p tollgate --target aarch64-unknown-linux-gnu --doc

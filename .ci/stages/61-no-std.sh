@@ -32,12 +32,12 @@ features() { # the features a user of tollgate on this target enables
 }
 
 echo "--- host: clippy and the unit tests of the library without std"
-cargo clippy --no-default-features --lib -- -D warnings
-cargo test --no-default-features --lib
+cargo clippy -p tollgate --no-default-features --lib -- -D warnings
+cargo test -p tollgate --no-default-features --lib
 for t in "${targets[@]}"; do
   echo "--- ${t}: clippy and build of the library"
-  cargo clippy --no-default-features "$(features "$t")" --lib --target "$t" -- -D warnings
-  cargo build --no-default-features "$(features "$t")" --lib --target "$t"
+  cargo clippy -p tollgate --no-default-features "$(features "$t")" --lib --target "$t" -- -D warnings
+  cargo build -p tollgate --no-default-features "$(features "$t")" --lib --target "$t"
 done
 
 export CARGO_TARGET_DIR=target/no-std-check

@@ -1,6 +1,6 @@
 //! The subjects every comparison measures, shared by the criterion benches (`benches/compare.rs`)
-//! and the README's short run (`examples/compare.rs`): each tollgate limiter, its mutex twin, the
-//! crates users would pick instead (governor, rate-net, ratelimit), and the plain
+//! and the README's short run (`benches/examples/compare.rs`): each tollgate limiter, its mutex
+//! twin, the crates users would pick instead (governor, rate-net, ratelimit), and the plain
 //! `std::sync::Mutex` token bucket people write by hand.
 //!
 //! A scenario hands each subject, built for that scenario, to a [`Visit`] by value: the visitor

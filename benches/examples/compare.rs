@@ -34,9 +34,9 @@ use std::hint::black_box;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[path = "../benches/peers/mod.rs"]
+#[path = "../peers/mod.rs"]
 mod peers;
-#[path = "../benches/together/mod.rs"]
+#[path = "../together/mod.rs"]
 mod together;
 use peers::{assert_answers, spans, Check, CoarseClocks, Family, Floor, Visit};
 use together::first_start_to_last_end;
@@ -369,13 +369,14 @@ fn main() {
     if std::env::args().any(|a| a == "--write-readme") {
         let command = "cargo run --release --example compare -- --write-readme";
         let output = OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // This crate's folder is benches/: the README is the workspace root's, one up.
         for (path, section) in [
             (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"),
                 readme_table(&allowed, &denied, &reads),
             ),
             (
-                concat!(env!("CARGO_MANIFEST_DIR"), "/benches/README.md"),
+                concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"),
                 format!("```text\n{output}```\n"),
             ),
         ] {

@@ -303,7 +303,8 @@ fn main() {
     heavy_keys(quota);
     if std::env::args().any(|a| a == "--write-docs") {
         let out = OUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keyed.md");
+        // This crate's folder is benches/; docs/ is the workspace root's.
+        let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/keyed.md");
         let command = "cargo run --release --example sketch_flood -- --write-docs";
         match tollgate_test_support::marked::replace(docs, "sketch_flood", command, &out) {
             Ok(()) => println!("\nwrote docs/keyed.md"),
