@@ -49,6 +49,14 @@ fn leased_warm(clock: ManualClock) -> Ls {
     l
 }
 
+/// The second of two `Leased` buckets a thread uses (each as [`leased_warm`]; the first is
+/// never dropped, so its slot stays first): its requests find the second of the thread's lease
+/// slots.
+fn leased_second_warm(clock: ManualClock) -> Ls {
+    std::mem::forget(leased_warm(clock.clone()));
+    leased_warm(clock)
+}
+
 /// A tollgate limiter's benchmarks, on a clock frozen at one second ([`started`]): `allowed`
 /// on the limiter `$make(open(), clock)` builds, `denied` on the one `$make(closed(), clock)`
 /// builds, [`drained`]. `$make` is `$limiter::with_clock` unless given.
@@ -179,6 +187,7 @@ gate_bench!(
 );
 
 gate_bench!(leased(Ls), allowed = started(leased_warm));
+gate_bench!(leased_second(Ls), allowed = started(leased_second_warm));
 
 library_benchmark_group!(
     name = tollgate_limiters,
@@ -193,7 +202,8 @@ library_benchmark_group!(
         mutex_sliding_log,
         live_token_bucket,
         live_fixed_window,
-        leased
+        leased,
+        leased_second
     ]
 );
 

@@ -17,7 +17,7 @@ BASELINE = os.path.join(HERE, "gungraun-baseline")
 OUT = os.path.join(HERE, "instructions.md")
 REQUESTS = 100
 # Benchmarks with an allowed path only (a leased bucket's denial is its bucket's).
-ALLOWED_ONLY = {"leased"}
+ALLOWED_ONLY = {"leased", "leased_second"}
 
 TABLES = [
     (
@@ -30,6 +30,7 @@ TABLES = [
             ("LiveTokenBucket", "live_token_bucket", None),
             ("LiveFixedWindow", "live_fixed_window", None),
             ("Leased (a warm thread, leases of 64)", "leased", None),
+            ("Leased, the second of two on one thread", "leased_second", None),
         ],
     ),
     (
