@@ -339,13 +339,12 @@ fn large_costs_bypass_the_lease() {
 #[test]
 fn limiters_used_in_turn_on_one_thread_keep_their_own_leases() {
     let clock = ManualClock::new();
+    let lease = Lease::try_new(8, Duration::from_secs(60)).unwrap();
+    let burst_of = |burst| Quota::per_second(1).unwrap().with_burst(burst).unwrap();
     let bursts = [50, 170, 400, 30];
     let limiters: Vec<_> = bursts
         .iter()
-        .map(|&burst| {
-            let quota = Quota::per_second(1).unwrap().with_burst(burst).unwrap();
-            shared_bucket(quota, Lease::try_new(8, Duration::from_secs(60)).unwrap(), &clock)
-        })
+        .map(|&burst| shared_bucket(burst_of(burst), lease, &clock))
         .collect();
     let mut admitted = [0; 4];
     for _ in 0..500 {
@@ -355,13 +354,13 @@ fn limiters_used_in_turn_on_one_thread_keep_their_own_leases() {
     }
     assert_eq!(admitted, bursts);
     for limiter in &limiters {
-        assert_eq!(level(limiter), 0, "every lease spent, nothing left in the bucket");
+        assert_eq!(level(limiter), 0, "every lease spent, the bucket empty");
     }
-    // A new limiter after one is dropped: a fresh lease, its own burst only.
+    // A new limiter after these are dropped: a fresh lease, its own burst only.
     drop(limiters);
-    let quota = Quota::per_second(1).unwrap().with_burst(6).unwrap();
-    let fresh = shared_bucket(quota, Lease::try_new(4, Duration::from_secs(60)).unwrap(), &clock);
-    assert_eq!((0..20).filter(|_| fresh.try_acquire().is_allowed()).count(), 6);
+    let fresh = shared_bucket(burst_of(6), lease, &clock);
+    let passed = (0..20).filter(|_| fresh.try_acquire().is_allowed()).count();
+    assert_eq!(passed, 6);
 }
 
 #[test]
