@@ -32,7 +32,13 @@ case "${1:-}" in
     ;;
   toolchains)
     msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
-    timeout 300 rustup toolchain install nightly --profile minimal --component miri,rust-src
+    # The nightly already on the machine if there is one, as 30-miri.sh and 40-fuzz.sh take it
+    # (installing "nightly" over it would move it to the newest), with miri's two components.
+    if ! rustup toolchain list | grep -q '^nightly'; then
+      timeout 300 rustup toolchain install nightly --profile minimal --component miri,rust-src
+    else
+      rustup component add --toolchain nightly miri rust-src
+    fi
     timeout 300 rustup toolchain install "$msrv" --profile minimal
     rustup target add aarch64-unknown-linux-gnu thumbv7em-none-eabi riscv32imc-unknown-none-elf
     # The versions the stages pin (40-fuzz.sh, 50-bench.sh), built without optimization: the
