@@ -31,7 +31,7 @@
 //! `benches/README.md`).
 
 use std::hint::black_box;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[path = "../peers/mod.rs"]
@@ -40,19 +40,14 @@ mod peers;
 mod together;
 use peers::{assert_answers, spans, Check, CoarseClocks, Family, Floor, Visit};
 use together::first_start_to_last_end;
+use tollgate_test_support::marked::Transcript;
 
 /// Everything the run prints, kept for `--write-readme`.
-static OUTPUT: Mutex<String> = Mutex::new(String::new());
+static OUTPUT: Transcript = Transcript::new();
 
 /// `println!`, and the line kept in [`OUTPUT`].
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        let line = format!($($arg)*);
-        println!("{line}");
-        let mut output = OUTPUT.lock().unwrap_or_else(|e| e.into_inner());
-        output.push_str(&line);
-        output.push('\n');
-    }};
+    ($($arg:tt)*) => { OUTPUT.line(&format!($($arg)*)) };
 }
 
 /// The CPU and how many of them: `/proc/cpuinfo`'s model name and numbers, where there is one.
@@ -368,7 +363,7 @@ fn main() {
 
     if std::env::args().any(|a| a == "--write-readme") {
         let command = "cargo run --release --example compare -- --write-readme";
-        let output = OUTPUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let output = OUTPUT.text();
         // This crate's folder is benches/: the README is the workspace root's, one up.
         for (path, section) in [
             (

@@ -41,7 +41,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
@@ -50,6 +49,7 @@ use tollgate::{
     SketchSize, WhenFull,
 };
 use tollgate_test_support::cpu::thread_cpu;
+use tollgate_test_support::marked::Transcript;
 
 /// Counts live bytes on top of the system allocator.
 struct Counting;
@@ -162,18 +162,12 @@ fn run<L>(flood: u64, make: impl FnOnce() -> L, check: impl Fn(&L, u64) -> bool)
 }
 
 /// Everything printed, for `--write-docs`.
-static OUT: Mutex<String> = Mutex::new(String::new());
+static OUT: Transcript = Transcript::new();
 
 /// `println!`, kept in `OUT` too.
 macro_rules! say {
     () => { say!("") };
-    ($($t:tt)*) => {{
-        let line = format!($($t)*);
-        println!("{line}");
-        let mut out = OUT.lock().unwrap_or_else(|e| e.into_inner());
-        out.push_str(&line);
-        out.push('\n');
-    }};
+    ($($t:tt)*) => { OUT.line(&format!($($t)*)) };
 }
 
 fn mib(bytes: isize) -> String {
@@ -302,7 +296,7 @@ fn main() {
     }
     heavy_keys(quota);
     if std::env::args().any(|a| a == "--write-docs") {
-        let out = OUT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let out = OUT.text();
         // This crate's folder is benches/; docs/ is the workspace root's.
         let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/keyed.md");
         let command = "cargo run --release --example sketch_flood -- --write-docs";

@@ -25,3 +25,35 @@ pub fn replace(path: &str, name: &str, command: &str, body: &str) -> std::io::Re
     let body = body.trim_end();
     std::fs::write(path, format!("{}{body}\n{}", &text[..start], &text[stop..]))
 }
+
+/// What a program printed, kept to be written into a document afterwards with [`replace`].
+///
+/// ```
+/// use tollgate_test_support::marked::Transcript;
+/// static OUT: Transcript = Transcript::new();
+/// OUT.line("one");
+/// OUT.line("two");
+/// assert_eq!(OUT.text(), "one\ntwo\n");
+/// ```
+#[derive(Default)]
+pub struct Transcript(std::sync::Mutex<String>);
+
+impl Transcript {
+    /// An empty transcript (for a `static`).
+    pub const fn new() -> Transcript {
+        Transcript(std::sync::Mutex::new(String::new()))
+    }
+
+    /// Prints `line` and keeps it.
+    pub fn line(&self, line: &str) {
+        println!("{line}");
+        let mut text = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        text.push_str(line);
+        text.push('\n');
+    }
+
+    /// Everything kept so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
