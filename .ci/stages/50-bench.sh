@@ -3,8 +3,9 @@
 #
 # 1. valgrind (apt) and gungraun-runner (cargo install --locked, the version of the gungraun
 #    crate in Cargo.lock) are installed if missing;
-# 2. `cargo bench --no-run` builds every bench target (the tollgate-benches crate's,
-#    benches/Cargo.toml, a default member of the workspace);
+# 2. `cargo bench -p tollgate-benches --no-run` builds every bench target (the benches crate,
+#    benches/Cargo.toml; naming it keeps the core crate's test-only dependencies out of the
+#    optimized build);
 # 3. the gate: benches/instructions.rs and benches/instructions_keyed.rs under callgrind,
 #    compared with the baseline committed in benches/gungraun-baseline/ (a copy, so the checkout
 #    stays clean; gungraun files it under the package's name, tollgate-benches/); any
@@ -47,12 +48,12 @@ gate() {
   local home
   home=$(mktemp -d)
   cp -r benches/gungraun-baseline/. "$home"/
-  cargo bench --bench instructions --bench instructions_keyed -- --baseline=main --home="$home"
+  cargo bench -p tollgate-benches --bench instructions --bench instructions_keyed -- --baseline=main --home="$home"
   rm -rf "$home"
 }
 
 step "tools (valgrind, gungraun-runner $GUNGRAUN_VERSION)" install_tools
-step "build every bench" cargo bench --no-run
+step "build every bench" cargo bench -p tollgate-benches --no-run
 step "instruction-count gate (+5 % over benches/gungraun-baseline fails)" gate
 step "benches/instructions.md written from the baseline" python3 benches/instructions_table.py --check
-step "criterion smoke test (each benchmark once)" cargo bench --bench compare -- --test
+step "criterion smoke test (each benchmark once)" cargo bench -p tollgate-benches --bench compare -- --test
