@@ -228,7 +228,9 @@ pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 #[cfg(feature = "std")]
 pub use keyed::KeyedLimit;
 #[cfg(feature = "std")]
-pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, WhenFull};
+pub use keyed::{
+    Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, KeyedTable, WhenFull,
+};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{FixedWindow, Limiter, RateLimiter, SlidingLog, SlidingWindow, TokenBucket};

@@ -49,6 +49,7 @@ mod map;
 mod options;
 mod pin;
 mod request;
+mod table;
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
@@ -57,6 +58,7 @@ pub use map::KeyedLimiter;
 pub use options::{Algorithm, KeyHasher, WhenFull};
 pub use pin::KeyedPin;
 pub use request::KeyedLimit;
+pub use table::KeyedTable;
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
