@@ -26,6 +26,7 @@
 //! reads the clock again, no earlier than the taker's reading less the skew it allowed for.
 //! Stripe locks (mutexes) order the claims of one stripe.
 
+use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
@@ -224,7 +225,7 @@ impl<K: Hash + ?Sized, C: Clock> KeyedTable<K, C> {
     }
 }
 
-impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
+impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     /// The same table, empty, hashing keys with `hasher` instead of the randomly seeded
     /// [`KeyHasher`]. A hasher with a fixed seed lets clients pick keys that share a home (and
     /// fill their 128 slots) or a hash (and share a limiter): use one only for keys you trust.
@@ -275,7 +276,7 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
         self
     }
 
-    /// Asks for one unit for `key`.
+    /// Asks for one unit for `key`, in any borrowed form of `K` (`&str` for `String` keys).
     ///
     /// ```
     /// use std::num::NonZeroUsize;
@@ -287,7 +288,11 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     #[inline]
-    pub fn try_acquire(&self, key: &K) -> Decision {
+    pub fn try_acquire<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
         self.try_acquire_n(key, 1)
     }
 
@@ -306,7 +311,11 @@ impl<K: Hash + ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     #[inline]
-    pub fn try_acquire_n(&self, key: &K, n: u64) -> Decision {
+    pub fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
         let tag = match self.hasher.hash_one(key) {
             0 => 1,
             h => h,
