@@ -13,14 +13,16 @@
 //! the tag's home stripe lock, after its scan (under that lock) found no slot of the tag before
 //! the first unused one; slots are never unused again, so no scan stops short of a tag's slot.
 //! A used slot changes tag only from a word fresh at the taker's reading less the clock's
-//! `max_skew_nanos`, which it replaces with `EVICTED` by compare-exchange before the new tag
-//! and the fresh word 0. An admission is a compare-exchange on a word read with its slot's tag
-//! checked after it; words only grow, and a taken slot's words start above any fresh word it
-//! replaced, so an admission commits only on the word of its own key's slot.
+//! `max_skew_nanos` (and not 0, a claim's word before its first admission), which it replaces
+//! with `EVICTED` by compare-exchange, then stores the new tag and the new key's first
+//! admission. An admission is a compare-exchange on a word read with its slot's tag checked
+//! after it. A slot's word never comes back to a value it had: words only grow, 0 is only a
+//! never-used slot's, and a taken slot's first word is above the fresh word it replaced; so an
+//! admission commits only on the word of its own key's slot.
 //!
 //! **Orderings.** Tag loads and admissions' compare-exchanges are `Relaxed`; a word is loaded
-//! `Acquire` (and a failed exchange reads `Acquire`), pairing with the `Release` of the fresh
-//! word 0 a taker stores after the new tag (admissions continue its release sequence), so the
+//! `Acquire` (and a failed exchange reads `Acquire`), pairing with the `Release` of the first
+//! word a taker stores after the new tag (admissions continue its release sequence), so the
 //! tag check after it sees the new tag. The `EVICTED` exchange is `Release`: a request that
 //! reads it, or a later word, or finds its key missing, issues an `Acquire` fence before it
 //! reads the clock again, no earlier than the taker's reading less the skew it allowed for.
@@ -448,52 +450,55 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     /// A key with no slot: take one under the home stripe's lock, or decide by the policy.
     #[cold]
     fn claim<R: WordRule>(&self, p: &R::Params, tag: u64, home: usize, now: u64, n: u64) -> Pass {
-        if R::admit(p, 0, now, n).is_none() {
+        let Some(first) = R::admit(p, 0, now, n) else {
             // A zero cost or a denial on a fresh limiter: nothing to keep.
             return Pass::Decided(R::decide(p, 0, now, n).0);
-        }
+        };
         let _stripe = self.stripes[home / STRIPE]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let judge = now.saturating_sub(self.skew);
         loop {
-            let taken = match self.scan::<R>(p, tag, home, judge) {
+            match self.scan::<R>(p, tag, home, judge) {
                 Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
                 Scan::Unused(slot) => {
                     // Relaxed: claims of this tag are ordered by the stripe lock; another
                     // tag's claim of the slot is decided by this exchange.
-                    let won = slot
+                    if slot
                         .tag
                         .compare_exchange(0, tag, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok();
-                    if won {
-                        // Relaxed: a count.
-                        self.used.fetch_add(1, Ordering::Relaxed);
+                        .is_err()
+                    {
+                        continue;
                     }
-                    won.then_some(slot)
+                    // Relaxed: a count.
+                    self.used.fetch_add(1, Ordering::Relaxed);
+                    // The word is 0, which no claim takes over: the first admission is an
+                    // admission like any other.
+                    return decide_on::<R>(slot, p, tag, now, n);
                 }
                 Scan::Idle(slot, word) => {
                     // Release: a request of the key this slot held that reads `EVICTED` (or
                     // a later word) reads the clock again after this (see the orderings).
-                    let won = slot
+                    if slot
                         .word
                         .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
-                        .is_ok();
-                    if won {
-                        // Relaxed: published by the word's `Release` store after it.
-                        slot.tag.store(tag, Ordering::Relaxed);
-                        // Release: a request that reads this word (or an admission after it)
-                        // sees the tag above.
-                        slot.word.store(0, Ordering::Release);
+                        .is_err()
+                    {
+                        continue;
                     }
-                    won.then_some(slot)
+                    // Relaxed: published by the word's `Release` store after it.
+                    slot.tag.store(tag, Ordering::Relaxed);
+                    // The admission itself, not a fresh word 0 to admit on next: a slot's
+                    // word never comes back to a value it had, so no request that read it
+                    // before can commit on it (see the invariant). Release: a request that
+                    // reads this word (or an admission after it) sees the tag above.
+                    slot.word.store(first, Ordering::Release);
+                    return Pass::Decided(R::admitted(p, 0, first, now, n));
                 }
                 Scan::Full => return Pass::Decided(self.full::<R>(p, now, n)),
-            };
-            // Lost to another claim, or to an admission of the idle key: scan again.
-            if let Some(slot) = taken {
-                return decide_on::<R>(slot, p, tag, now, n);
             }
+            // Lost to another claim, or to an admission of the idle key: scan again.
         }
     }
 
@@ -523,7 +528,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
                 if idle.is_none() {
                     // Relaxed: a hint; the exchange that takes the slot decides.
                     let word = slot.word.load(Ordering::Relaxed);
-                    if word != EVICTED && is_fresh::<R>(p, word, judge) {
+                    // 0: a claim of an unused slot, its first admission still to come;
+                    // `EVICTED`: being taken over.
+                    if word != 0 && word != EVICTED && is_fresh::<R>(p, word, judge) {
                         idle = Some((slot, word));
                     }
                 }
