@@ -17,9 +17,11 @@ use tollgate_test_support::BuildShifted;
 /// The two algorithms a table holds.
 const ONE_WORD: [Algorithm; 2] = [Algorithm::TokenBucket, Algorithm::FixedWindow];
 
-/// A hasher that hashes a `u64` key to itself: every small key has home bucket 0, so the keys
-/// of a test compete for the same 128 slots.
-type Home0 = BuildShifted<0>;
+/// A hasher that hashes a `u64` key to itself: placements the same in every run.
+type Identity = BuildShifted<0>;
+
+/// The slots of a table made for at most 170 keys: 64 buckets of 4, every key's whole search.
+const SMALL: u64 = 256;
 
 fn keys(n: usize) -> NonZeroUsize {
     NonZeroUsize::new(n).unwrap()
@@ -46,14 +48,17 @@ fn passed<K: std::hash::Hash + ?Sized, S: std::hash::BuildHasher>(
         .count()
 }
 
-/// A table whose keys all have home bucket 0, made for `for_keys` keys.
+/// A table made for `for_keys` keys (at most 170: its 256 slots are every key's whole
+/// search, so the keys of a test compete for all of them).
 fn crowded(
     algorithm: Algorithm,
     quota: Quota,
     for_keys: usize,
-) -> (KeyedTable<u64, ManualClock, Home0>, ManualClock) {
+) -> (KeyedTable<u64, ManualClock, Identity>, ManualClock) {
+    assert!(for_keys <= 170);
     let (t, clock) = table::<u64>(algorithm, quota, for_keys);
-    (t.with_hasher(Home0::default()), clock)
+    assert_eq!(t.slots() as u64, SMALL);
+    (t.with_hasher(Identity::default()), clock)
 }
 
 #[test]
@@ -129,20 +134,20 @@ fn a_new_key_refused_on_its_first_request_takes_no_slot() {
 fn idle_keys_give_their_slots_to_new_keys_and_come_back_fresh() {
     let quota = Quota::per_second(2).unwrap();
     for algorithm in ONE_WORD {
-        // Made for 16 keys, all at home 0: 128 slots to share.
+        // Made for 16 keys: 256 slots to share.
         let (t, clock) = crowded(algorithm, quota, 16);
-        for key in 2..130u64 {
+        for key in 2..2 + SMALL {
             assert_eq!(passed(&t, &key, 3), 2, "{algorithm:?}: key {key}");
         }
-        assert_eq!(t.len(), 128, "{algorithm:?}");
+        assert_eq!(t.len() as u64, SMALL, "{algorithm:?}");
         // Every slot is held by a drained key: a new key finds none.
         assert!(!t.try_acquire(&500).is_allowed(), "{algorithm:?}");
         clock.advance(Duration::from_secs(1));
         // A period on, the old keys are idle: new keys take their slots.
-        for key in 1000..1128u64 {
+        for key in 1000..1000 + SMALL {
             assert_eq!(passed(&t, &key, 3), 2, "{algorithm:?}: key {key}");
         }
-        assert_eq!(t.len(), 128, "{algorithm:?}: no slot was added");
+        assert_eq!(t.len() as u64, SMALL, "{algorithm:?}: no slot was added");
         // An old key whose slot was taken comes back with a fresh limiter, which is what
         // its idle one was; the new keys, drained, keep theirs.
         assert_eq!(
@@ -160,7 +165,7 @@ fn busy_keys_keep_their_slots_and_a_new_key_is_denied_by_default() {
     let quota = Quota::per_second(4).unwrap();
     for algorithm in ONE_WORD {
         let (t, clock) = crowded(algorithm, quota, 1);
-        for key in 2..130u64 {
+        for key in 2..2 + SMALL {
             assert_eq!(passed(&t, &key, 1), 1, "{algorithm:?}: key {key}");
         }
         let full = t.try_acquire(&7000);
@@ -172,7 +177,7 @@ fn busy_keys_keep_their_slots_and_a_new_key_is_denied_by_default() {
             "{algorithm:?}"
         );
         // Each busy key kept its count: 3 more, not a fresh 4.
-        for key in 2..130u64 {
+        for key in 2..2 + SMALL {
             assert_eq!(passed(&t, &key, 4), 3, "{algorithm:?}: key {key}");
         }
         // Half a period on, the buckets refilled their two tokens but are not full; the
@@ -187,18 +192,18 @@ fn a_table_can_judge_new_keys_untracked_when_full() {
     let quota = Quota::per_second(2).unwrap();
     let (t, _clock) = crowded(Algorithm::TokenBucket, quota, 1);
     let t = t.when_full(WhenFull::AdmitUntracked);
-    for key in 2..130u64 {
+    for key in 2..2 + SMALL {
         assert_eq!(passed(&t, &key, 3), 2, "key {key}");
     }
     // No slot for key 7000: each request is judged by a fresh limiter, never kept.
     assert_eq!(passed(&t, &7000, 5), 5);
     assert!(t.try_acquire_n(&7000, 3).exceeds_capacity());
-    assert_eq!(t.len(), 128);
+    assert_eq!(t.len() as u64, SMALL);
 }
 
 #[test]
 fn keys_of_one_hash_share_one_limiter() {
-    // Under `Home0`, key 0 hashes to 0, which the table reads as 1: keys 0 and 1 share a
+    // Under `Identity`, key 0 hashes to 0, which the table reads as 1: keys 0 and 1 share a
     // limiter, and together they are admitted the quota, never more.
     let quota = Quota::per_second(3).unwrap();
     for algorithm in ONE_WORD {
@@ -266,7 +271,7 @@ fn threads_racing_a_new_key_admit_exactly_the_quota_and_take_one_slot() {
 /// New keys take idle slots over while those slots' own keys come back. Each round, two
 /// periods after the last (every slot idle), requests half the keys of the last round and as
 /// many new ones; two threads walk them in opposite orders, so a new key often takes an old
-/// key's slot between that key's lookup and its admission. All 32 share home bucket 0 and a
+/// key's slot between that key's lookup and its admission. All 32 share the 256 slots of a
 /// table made for one key, so every claim prefers an idle slot. Every key must be admitted
 /// exactly its limit in every round: an admission committed on another key's word lets one
 /// more through, a lost one shows as one fewer. (With the stripe lock removed, or the tag
@@ -327,6 +332,6 @@ fn takeovers_racing_requests_never_lose_or_invent_an_admission() {
         for h in requesters {
             h.join().unwrap();
         }
-        assert!(t.len() <= 128, "{algorithm:?}");
+        assert!(t.len() as u64 <= SMALL, "{algorithm:?}");
     }
 }

@@ -1,11 +1,12 @@
-//! The keyed table target: a stream of requests over 256 keys and clock moves, applied to a
-//! [`KeyedTable`] (token bucket or fixed window, made for 1 to 200 keys, either
-//! [`WhenFull`]) whose keys all hash to home bucket 0, so that they compete for the same 128
-//! slots: keys find their slot, take unused ones, take idle ones over, and find none.
+//! The keyed table target: a stream of requests over 300 keys and clock moves, applied to a
+//! [`KeyedTable`] (token bucket or fixed window, made for 1 to 170 keys, either
+//! [`WhenFull`]) of 256 slots, every key's whole search, so that the keys compete for all of
+//! them: keys find their slot, take unused ones, take idle ones over, and find none.
 //!
-//! The reference is written for clarity: the 128 slots in scan order, each empty or holding a
-//! key and its mutex twin (`tollgate::baseline`), with the table's rules spelled out. A key
-//! with a slot is decided by its twin. A key without one: a zero cost, or a request a fresh
+//! The reference is written for clarity: the 256 slots, each empty or holding a key and its
+//! mutex twin (`tollgate::baseline`), searched by each key from its home bucket (the table's
+//! rule: its tag mixed by murmur3's finalizer, scaled to the 64 buckets of 4), with the
+//! table's rules spelled out. A key with a slot is decided by its twin. A key without one: a zero cost, or a request a fresh
 //! limiter would not admit, is answered by a fresh twin and takes nothing; otherwise it takes, once the table
 //! holds the keys it was made for, the first slot whose twin is back to full capacity before
 //! the first empty slot, else that empty slot, else the first full-capacity one; with none,
@@ -22,8 +23,22 @@ use tollgate_test_support::BuildShifted;
 use crate::keyed::twin;
 use crate::{step_back, Cost, Outcome, QuotaSpec, Span};
 
-/// Slots every key may use: the probe of 32 buckets of 4 from home bucket 0.
-const REGION: usize = 128;
+/// Buckets of 4 slots in a table made for at most 170 keys: every key's whole search.
+const BUCKETS: usize = 64;
+
+/// Keys are `0..KEYS`, asked as `key + 2` (under the identity hash, 0 and 1 would share a tag).
+const KEYS: u16 = 300;
+
+/// Where `tag`'s search starts: the table's rule, spelled out.
+fn home(tag: u64) -> usize {
+    let mut h = tag;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    ((u128::from(h) * BUCKETS as u128) >> 64) as usize
+}
 
 /// One step of a table scenario.
 #[derive(Arbitrary, Clone, Copy, Debug)]
@@ -32,11 +47,11 @@ pub enum TableOp {
     Advance(Span),
     /// The clock moves backward (saturating at zero).
     StepBack(Span),
-    /// Ask for `cost` units for key `key` (`try_acquire` for one unit, else
+    /// Ask for `cost` units for key `key % KEYS` (`try_acquire` for one unit, else
     /// `try_acquire_n`).
     Acquire {
-        /// The key.
-        key: u8,
+        /// The key, mod [`KEYS`].
+        key: u16,
         /// The cost.
         cost: Cost,
     },
@@ -49,7 +64,7 @@ pub struct TableSpec {
     pub window: bool,
     /// The quota.
     pub quota: QuotaSpec,
-    /// Made for `1 + keys % 200` keys.
+    /// Made for `1 + keys % 170` keys.
     pub keys: u8,
     /// `AdmitUntracked` if true, `Deny` if false.
     pub admit_untracked: bool,
@@ -67,7 +82,7 @@ struct Reference {
     clock: ManualClock,
     when_full: WhenFull,
     made_for: usize,
-    slots: Vec<Option<(u8, Box<dyn Limiter>)>>,
+    slots: Vec<Option<(u64, Box<dyn Limiter>)>>,
     filled: usize,
 }
 
@@ -85,7 +100,7 @@ impl Reference {
             .is_some_and(|(_, twin)| twin.try_acquire_n(0).reset_after().is_zero())
     }
 
-    fn acquire(&mut self, key: u8, n: u64) -> Outcome {
+    fn acquire(&mut self, key: u64, n: u64) -> Outcome {
         if let Some((_, twin)) = self.slots.iter().flatten().find(|(k, _)| *k == key) {
             return Outcome::from(twin.try_acquire_n(n));
         }
@@ -94,14 +109,20 @@ impl Reference {
         if n == 0 || !first.is_allowed() {
             return Outcome::from(first);
         }
-        let unused = self.slots.iter().position(Option::is_none);
-        let idle = (0..unused.unwrap_or(REGION)).find(|&i| self.idle(i));
+        // The key's search: every slot, from its home bucket on.
+        let start = home(key) * 4;
+        let order: Vec<usize> = (0..4 * BUCKETS)
+            .map(|i| (start + i) % (4 * BUCKETS))
+            .collect();
+        let unused = order.iter().position(|&i| self.slots[i].is_none());
+        let before_unused = &order[..unused.unwrap_or(order.len())];
+        let idle = before_unused.iter().copied().find(|&i| self.idle(i));
         let holds_its_keys = self.filled >= self.made_for;
         let take = match (unused, idle) {
             (Some(_), Some(i)) if holds_its_keys => Some(i),
             (Some(u), _) => {
                 self.filled += 1;
-                Some(u)
+                Some(order[u])
             }
             (None, idle) => idle,
         };
@@ -141,7 +162,7 @@ pub fn run(data: &[u8]) {
     } else {
         WhenFull::Deny
     };
-    let made_for = 1 + usize::from(spec.keys % 200);
+    let made_for = 1 + usize::from(spec.keys % 170);
     let table_on = |clock: &ManualClock| {
         KeyedTable::<u64, _>::try_with_clock(
             algorithm,
@@ -166,7 +187,7 @@ pub fn run(data: &[u8]) {
         clock: clock.clone(),
         when_full,
         made_for,
-        slots: (0..REGION).map(|_| None).collect(),
+        slots: (0..4 * BUCKETS).map(|_| None).collect(),
         filled: 0,
     };
     let period_ns = u64::try_from(quota.period().as_nanos()).unwrap();
@@ -184,8 +205,7 @@ pub fn run(data: &[u8]) {
                 far_clock.set(Duration::from_nanos(far_reading));
             }
             TableOp::Acquire { key, cost } => {
-                // Keys 2 and up: under the identity hash, 0 and 1 would share a tag.
-                let k = u64::from(key) + 2;
+                let k = u64::from(key % KEYS) + 2;
                 let n = cost.units();
                 let (got, far_got) = if n == 1 {
                     (table.try_acquire(&k), far.try_acquire(&k))
@@ -196,7 +216,7 @@ pub fn run(data: &[u8]) {
                     got, far_got,
                     "step {step}: key {k}, {n} units at {now} ns, far"
                 );
-                let expected = reference.acquire(key, n);
+                let expected = reference.acquire(k, n);
                 assert_eq!(
                     Outcome::from(got),
                     expected,
