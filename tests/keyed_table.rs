@@ -111,6 +111,25 @@ fn a_table_holds_the_keys_it_was_made_for() {
     assert!(t.slots() >= KEYS as usize * 3 / 2);
 }
 
+/// Keys in sequence under a hasher whose output is as regular as its input (the identity, a
+/// common choice for integer keys; a fast hasher's top bits can be nearly as regular): each
+/// key still finds a slot, as the table spreads homes by mixing the hash again.
+#[test]
+fn keys_in_sequence_under_an_identity_hash_each_find_a_slot() {
+    const KEYS: u64 = 200_000;
+    let quota = Quota::per_second(1).unwrap();
+    for algorithm in ONE_WORD {
+        let (t, _clock) = table::<u64>(algorithm, quota, KEYS as usize);
+        let t = t.with_hasher(Identity::default());
+        // From 1: under the identity, 0 hashes to 0, read as 1 (a shared limiter).
+        let left_out = (1..=KEYS)
+            .filter(|k| !t.try_acquire(k).is_allowed())
+            .count();
+        assert_eq!(left_out, 0, "{algorithm:?}");
+        assert_eq!(t.len() as u64, KEYS, "{algorithm:?}");
+    }
+}
+
 #[test]
 fn a_new_key_refused_on_its_first_request_takes_no_slot() {
     let quota = Quota::per_second(5).unwrap();
