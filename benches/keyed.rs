@@ -72,8 +72,7 @@ fn filled_table(keys: usize, fill: impl IntoIterator<Item = u64>) -> KeyedTable<
     }
     assert!(
         no_slot == 0,
-        "{no_slot} of {filled} keys found no slot in a KeyedTable made for {keys}: \
-         the hasher's random state placed them unevenly; run again"
+        "{no_slot} of {filled} keys found no slot in a KeyedTable made for {keys}"
     );
     assert_eq!(table.len(), filled);
     table
