@@ -50,6 +50,8 @@ mod options;
 mod pin;
 mod request;
 mod table;
+#[cfg(tollgate_loom)]
+pub(crate) use table::loom_model as table_loom;
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;

@@ -45,12 +45,23 @@ use super::error::KeyedError;
 use super::options::{Algorithm, KeyHasher, WhenFull};
 use super::word::{is_fresh, WordRule, EVICTED};
 
+/// The table for the loom models (`loom-tests/tests/keyed_table.rs`), sound and planted.
+#[cfg(tollgate_loom)]
+pub(crate) mod loom_model;
+#[cfg(tollgate_loom)]
+mod planted;
+
 /// Slots per bucket: 4 × 16 bytes, one cache line.
 const BUCKET: usize = 4;
 /// Buckets a key may live in, from its home bucket on: 256 slots, 4 KiB. At 1.5 slots a key,
 /// linear probing displaces a key by 23 buckets at the median of the most displaced key of a
 /// table of 10^6 keys, 38 at the most over 120 such tables (simulated with uniform homes).
+#[cfg(not(tollgate_loom))]
 pub(crate) const PROBE: usize = 64;
+/// Under loom, two buckets: a scan of 256 slots is more than the model checker can explore,
+/// and the models' tables are of the smallest size, [`PROBE`] buckets.
+#[cfg(tollgate_loom)]
+pub(crate) const PROBE: usize = 2;
 /// Buckets per stripe lock.
 const STRIPE: usize = 8;
 
