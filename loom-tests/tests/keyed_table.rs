@@ -134,6 +134,51 @@ fn two_first_requests_for_an_idle_slot(plant: TablePlant) -> impl Fn() + Send + 
     }
 }
 
+/// A table of bursts of 1 made for five keys: four homed in the second bucket (under the
+/// second stripe lock) fill it, each used at time 0. The first request of `X`, homed in the
+/// first bucket, races that of `A`, homed in the second: its home bucket full, `A`'s scan
+/// goes on into the first bucket, where `X` is claiming a slot. Each is admitted once and
+/// ends on a slot of its own.
+fn a_claim_racing_a_claim_from_another_stripe(
+    plant: TablePlant,
+) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let clock = ManualClock::new();
+        let table = Arc::new(TableModel::token_bucket(1, 5, clock));
+        let [x] = homed(&table, 0);
+        let [a, fill @ ..] = homed::<5>(&table, 1);
+        for key in fill {
+            assert!(table.acquire(key, TablePlant::Sound), "setup");
+        }
+        let (x_allowed, a_allowed) = race(&table, (x, plant), (a, plant));
+        exactly(&table, x, 1, usize::from(x_allowed), 1);
+        exactly(&table, a, 1, usize::from(a_allowed), 1);
+    }
+}
+
+/// `X` used at time 0, bursts of 1; one thread moves the clock to one second, when `X` is
+/// idle, and makes `A`'s first request, which takes `X`'s slot over; `X` requests, reading
+/// time 0 or one second. `X`'s request and one more at one second admit exactly one between
+/// them: a request that read time 0 and found its slot taken must not spend a fresh burst
+/// at time 0.
+fn time_moving_under_a_takeover(plant: TablePlant) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let (table, clock, Keys { x, a, .. }) = table(1);
+        assert!(table.acquire(x, TablePlant::Sound), "setup");
+        let t = table.clone();
+        let racer = thread::spawn(move || t.acquire(x, plant));
+        clock.set(Duration::from_secs(1));
+        assert!(table.acquire(a, plant), "an idle slot's taker denied");
+        let first = racer.join().expect("racer");
+        let second = table.acquire(x, TablePlant::Sound);
+        assert!(
+            first != second,
+            "key {x} admitted {} of two requests, the first racing a takeover, with a burst of 1",
+            u8::from(first) + u8::from(second)
+        );
+    }
+}
+
 #[test]
 fn the_table_passes_the_sound_models() {
     model(
@@ -183,5 +228,24 @@ fn planted_unlocked_claim_is_caught() {
         "keyed table mutant: claim without the stripe lock",
         INEXACT,
         two_first_requests_for_an_idle_slot(TablePlant::UnlockedClaim),
+    );
+}
+
+/// Claims of two stripes racing for the first bucket's slots.
+#[test]
+fn a_claim_racing_a_claim_from_another_stripe_admits_each_key_once() {
+    model(
+        "keyed table: a claim racing a claim from another stripe",
+        a_claim_racing_a_claim_from_another_stripe(TablePlant::Sound),
+    );
+}
+
+/// Fails on the table as it is: a request that finds its key gone by reading the new tag
+/// (stored `Relaxed`) is not ordered after the taker's reading by its `Acquire` fence.
+#[test]
+fn time_moving_under_a_takeover_admits_once() {
+    model(
+        "keyed table: time moving under a takeover",
+        time_moving_under_a_takeover(TablePlant::Sound),
     );
 }

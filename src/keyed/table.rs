@@ -63,7 +63,11 @@ pub(crate) const PROBE: usize = 64;
 #[cfg(tollgate_loom)]
 pub(crate) const PROBE: usize = 2;
 /// Buckets per stripe lock.
+#[cfg(not(tollgate_loom))]
 const STRIPE: usize = 8;
+/// Under loom, one: a key's probe reaches a bucket of another stripe.
+#[cfg(tollgate_loom)]
+const STRIPE: usize = 1;
 
 /// One key's limiter.
 struct Slot {
