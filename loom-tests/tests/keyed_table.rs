@@ -240,12 +240,24 @@ fn a_claim_racing_a_claim_from_another_stripe_admits_each_key_once() {
     );
 }
 
-/// Fails on the table as it is: a request that finds its key gone by reading the new tag
-/// (stored `Relaxed`) is not ordered after the taker's reading by its `Acquire` fence.
+/// Time moving under a takeover: a request that finds its key gone by reading the new tag
+/// redoes at a reading no earlier than the taker's.
 #[test]
 fn time_moving_under_a_takeover_admits_once() {
     model(
         "keyed table: time moving under a takeover",
         time_moving_under_a_takeover(TablePlant::Sound),
+    );
+}
+
+/// Planted: the takeover's new tag stored `Relaxed`. loom must find `X`'s request that read
+/// time 0, reads `A`'s tag, and redoes at time 0 again (its `Acquire` fence synchronizing with
+/// nothing): a fresh burst at 0 for `X`, then another admission at one second.
+#[test]
+fn planted_relaxed_tag_is_caught() {
+    expect_caught(
+        "keyed table mutant: new tag of a takeover stored Relaxed",
+        "the first racing a takeover",
+        time_moving_under_a_takeover(TablePlant::RelaxedTag),
     );
 }

@@ -352,6 +352,11 @@ fn keyed_table_mutants_are_the_real_request_with_their_planted_lines() {
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
+            "pub(crate) mod relaxed_tag",
+            "fn claim<",
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
+        (
             "pub(crate) mod unlocked_claim",
             "fn claim<",
             &["fn try_acquire_n<", "fn acquire<"][..],

@@ -23,9 +23,10 @@
 //! **Orderings.** Tag loads and admissions' compare-exchanges are `Relaxed`; a word is loaded
 //! `Acquire` (and a failed exchange reads `Acquire`), pairing with the `Release` of the first
 //! word a taker stores after the new tag (admissions continue its release sequence), so the
-//! tag check after it sees the new tag. The `EVICTED` exchange is `Release`: a request that
-//! reads it, or a later word, or finds its key missing, issues an `Acquire` fence before it
-//! reads the clock again, no earlier than the taker's reading less the skew it allowed for.
+//! tag check after it sees the new tag. The `EVICTED` exchange and the new tag's store are
+//! `Release`: a request that reads `EVICTED`, a later word or the new tag (its key gone),
+//! issues an `Acquire` fence before it reads the clock again, so its redo reads no earlier
+//! than the taker's reading less the skew the taker allowed for.
 //! Stripe locks (mutexes) order the claims of one stripe.
 
 use core::borrow::Borrow;
@@ -506,8 +507,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
                     {
                         continue;
                     }
-                    // Relaxed: published by the word's `Release` store after it.
-                    slot.tag.store(tag, Ordering::Relaxed);
+                    // Release: a request that reads this tag and redoes (its key gone)
+                    // reads the clock again after the taker's reading (see the orderings).
+                    slot.tag.store(tag, Ordering::Release);
                     // The admission itself, not a fresh word 0 to admit on next: a slot's
                     // word never comes back to a value it had, so no request that read it
                     // before can commit on it (see the invariant). Release: a request that

@@ -7,7 +7,7 @@
 use core::hash::BuildHasherDefault;
 use core::num::NonZeroUsize;
 
-use super::planted::{relaxed_first_word, unlocked_claim, untagged_admission};
+use super::planted::{relaxed_first_word, relaxed_tag, unlocked_claim, untagged_admission};
 use super::{home_of, KeyedTable};
 use crate::clock::ManualClock;
 use crate::keyed::options::Algorithm;
@@ -26,6 +26,8 @@ pub enum TablePlant {
     /// Defect: a takeover stores the new key's first word (its first admission) `Relaxed`,
     /// not `Release`.
     RelaxedFirstWord,
+    /// Defect: a takeover stores the new tag `Relaxed`, not `Release`.
+    RelaxedTag,
     /// Defect: a claim scans and takes a slot without its stripe lock.
     UnlockedClaim,
 }
@@ -57,6 +59,7 @@ impl TableModel {
             TablePlant::RelaxedFirstWord => {
                 relaxed_first_word::Mutant(&self.table).try_acquire_n(&key, 1)
             }
+            TablePlant::RelaxedTag => relaxed_tag::Mutant(&self.table).try_acquire_n(&key, 1),
             TablePlant::UnlockedClaim => unlocked_claim::Mutant(&self.table).try_acquire_n(&key, 1),
         }
         .is_allowed()
