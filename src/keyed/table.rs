@@ -40,7 +40,7 @@ use crate::algo::Algo;
 use crate::clock::{duration_to_nanos, Clock, MonotonicClock, Origin};
 use crate::decision::Decision;
 use crate::quota::{GcraParams, Quota, WindowParams};
-use crate::sync::{fence, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, AtomicU64, Backoff, Mutex, Ordering};
 
 use super::error::KeyedError;
 use super::options::{Algorithm, KeyHasher, WhenFull};
@@ -436,6 +436,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
             if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
                 return d;
             }
+            // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+            // the taker finish.
+            Backoff::new().snooze();
             // Acquire: as above, for a slot taken while this thread decided on it.
             fence(Ordering::Acquire);
             now = self.now();

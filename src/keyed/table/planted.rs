@@ -38,7 +38,7 @@ pub(crate) mod untagged_admission {
     use crate::decision::Decision;
     use crate::keyed::table::{home_of, Pass, Rule, Scan, Slot, PROBE, STRIPE};
     use crate::keyed::word::{WordRule, EVICTED};
-    use crate::sync::{fence, Ordering};
+    use crate::sync::{fence, Backoff, Ordering};
 
     mutant!();
 
@@ -74,6 +74,9 @@ pub(crate) mod untagged_admission {
                 if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
                     return d;
                 }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -206,7 +209,7 @@ pub(crate) mod relaxed_first_word {
     use crate::decision::Decision;
     use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan, STRIPE};
     use crate::keyed::word::{WordRule, EVICTED};
-    use crate::sync::{fence, Ordering};
+    use crate::sync::{fence, Backoff, Ordering};
 
     mutant!();
 
@@ -242,6 +245,9 @@ pub(crate) mod relaxed_first_word {
                 if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
                     return d;
                 }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -324,7 +330,7 @@ pub(crate) mod relaxed_tag {
     use crate::decision::Decision;
     use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan, STRIPE};
     use crate::keyed::word::{WordRule, EVICTED};
-    use crate::sync::{fence, Ordering};
+    use crate::sync::{fence, Backoff, Ordering};
 
     mutant!();
 
@@ -360,6 +366,9 @@ pub(crate) mod relaxed_tag {
                 if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
                     return d;
                 }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -443,7 +452,7 @@ pub(crate) mod unlocked_claim {
     use crate::decision::Decision;
     use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan};
     use crate::keyed::word::{WordRule, EVICTED};
-    use crate::sync::{fence, Ordering};
+    use crate::sync::{fence, Backoff, Ordering};
 
     mutant!();
 
@@ -479,6 +488,9 @@ pub(crate) mod unlocked_claim {
                 if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
                     return d;
                 }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
