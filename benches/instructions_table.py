@@ -43,12 +43,14 @@ TABLES = [
         ],
     ),
     (
-        ["keyed map, one key already in it", "allowed", "denied"],
+        ["keyed map or table, one key already in it", "allowed", "denied"],
         [
             ("`KeyedLimiter`, `Algorithm::TokenBucket`", "keyed_token_bucket", None),
             ("`KeyedLimiter`, `Algorithm::FixedWindow`", "keyed_fixed_window", None),
             ("`KeyedLimiter`, `Algorithm::TokenBucket`, `live()`", "keyed_live_token_bucket", None),
             ("`KeyedLimiter`, `Algorithm::FixedWindow`, `live()`", "keyed_live_fixed_window", None),
+            ("`KeyedTable`, `Algorithm::TokenBucket`", "keyed_table_token_bucket", None),
+            ("`KeyedTable`, `Algorithm::FixedWindow`", "keyed_table_fixed_window", None),
         ],
     ),
 ]

@@ -1,5 +1,6 @@
-//! Keyed limiters: tollgate's `KeyedLimiter` (papaya) against governor's keyed limiter
-//! (`RateLimiter::keyed` / `check_key`, a DashMap), both on their default clocks and hashers.
+//! Keyed limiters: tollgate's `KeyedLimiter` (papaya) and `KeyedTable` (one table of fixed
+//! size) against governor's keyed limiter (`RateLimiter::keyed` / `check_key`, a DashMap), all
+//! on their default clocks and hashers.
 //!
 //! ```text
 //! nice -n 10 cargo bench --bench keyed
@@ -13,12 +14,16 @@
 //! Groups (compare ratios within one run: the machine is shared and noisy):
 //! - `keyed/one_key`: one key, every request admitted (a quota of 10^9 per second);
 //!   also tollgate with SipHash (std's `RandomState`) to show what the default hasher buys,
-//!   and the three other algorithms;
+//!   the three other algorithms, and `tollgate_table`: a `KeyedTable` token bucket made for
+//!   [`TABLE_KEYS`] keys;
 //! - `keyed/million_keys`: 1,000,000 keys made up front, requests on keys drawn at random
-//!   (a fixed xorshift sequence, the same for both): cache misses dominate;
+//!   (a fixed xorshift sequence, the same for every subject): cache misses dominate;
+//!   `tollgate_table` is a `KeyedTable` made for the million keys;
 //! - `keyed/threads`: requests on disjoint keys (1,024 per thread) from 1 and from 2 threads;
-//!   throughput in requests per second, so the ratio is the scaling. `control_unkeyed` runs
-//!   one plain bucket per thread the same way: its scaling is what the machine allows then;
+//!   throughput in requests per second, so the ratio is the scaling. `disjoint_keys` asks a
+//!   `KeyedLimiter`, `disjoint_keys_table` a `KeyedTable` made for the 2,048 keys (the two
+//!   threads' keys share its cache lines, four slots a line); `control_unkeyed` runs one plain
+//!   bucket per thread the same way: its scaling is what the machine allows then;
 //! - `keyed/set_quota`: one quota change of a live map (`live()`) of 100,000 keys, all of the
 //!   changed plan, every one charged: the token bucket's walk carries each key, the fixed
 //!   window's change only publishes; throughput in keys per second.
@@ -29,6 +34,7 @@ mod timing;
 mod together;
 
 use std::hint::black_box;
+use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -37,7 +43,7 @@ use criterion::{
 };
 use crossbeam_utils::CachePadded;
 use governor::RateLimiter;
-use tollgate::{Algorithm, KeyedLimiter, Limiter, Quota, TokenBucket};
+use tollgate::{Algorithm, KeyedLimiter, KeyedTable, Limiter, Quota, TokenBucket};
 use tollgate_test_support::cpu::thread_cpu;
 
 use keyed_common::{gov_quota, on_keys, on_one_key, quota, random_keys, MILLION, RATE};
@@ -46,6 +52,31 @@ use together::{first_start_to_last_end, spans};
 
 /// Requests a pinned limiter takes per pin in the `*_pinned` benchmarks.
 const BATCH: u64 = 64;
+
+/// The keys `keyed/one_key`'s `KeyedTable` is made for: a request's path does not depend on
+/// the table's size, only its cache misses do.
+const TABLE_KEYS: usize = 1024;
+
+/// A `KeyedTable` token bucket on the default clock and hasher, made for `keys` keys, with the
+/// keys of `fill` in it. Stops the run if a key found no slot (denied, `WhenFull::Deny`): its
+/// requests would take the slow path, and the row would time something else.
+fn filled_table(keys: usize, fill: impl IntoIterator<Item = u64>) -> KeyedTable<u64> {
+    let made_for = NonZeroUsize::new(keys).unwrap();
+    let table = KeyedTable::<u64>::try_new(Algorithm::TokenBucket, quota(), made_for).unwrap();
+    let (mut filled, mut no_slot) = (0, 0);
+    for key in fill {
+        filled += 1;
+        if !table.try_acquire(&key).is_allowed() {
+            no_slot += 1;
+        }
+    }
+    assert!(
+        no_slot == 0,
+        "{no_slot} of {filled} keys found no slot in a KeyedTable made for {keys}"
+    );
+    assert_eq!(table.len(), filled);
+    table
+}
 
 /// `iters` requests made `BATCH` at a time by `batch(len)`, timed in this thread's CPU time.
 fn on_batches(iters: u64, mut batch: impl FnMut(u64)) -> Duration {
@@ -86,6 +117,11 @@ fn one_key(c: &mut Criterion) {
         .build()
         .unwrap();
     on_one_key(&mut g, "tollgate_siphash", &siphash);
+
+    let table = filled_table(TABLE_KEYS, [42]);
+    on_cpu_bench(&mut g, "tollgate_table", || {
+        table.try_acquire(black_box(&42)).is_allowed()
+    });
 
     // Maps whose quotas can change while they run (`live()`), beside the fixed ones.
     for (name, algorithm, live) in [
@@ -135,6 +171,12 @@ fn million_keys(c: &mut Criterion) {
         });
     }
     {
+        let table = filled_table(MILLION as usize, 0..MILLION);
+        on_keys(&mut g, "tollgate_table", &keys, |key| {
+            table.try_acquire(key).is_allowed()
+        });
+    }
+    {
         let governor = RateLimiter::keyed(gov_quota());
         for key in 0..MILLION {
             let _ = governor.check_key(&key);
@@ -172,11 +214,14 @@ fn threads(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     let limiter = KeyedLimiter::<u64>::try_new(Algorithm::TokenBucket, quota()).unwrap();
     const KEYS_PER_THREAD: u64 = 1024;
+    let key_of = |t: u64, k: u64| t << 32 | k;
     for t in 0..2u64 {
         for k in 0..KEYS_PER_THREAD {
-            let _ = limiter.try_acquire(&(t << 32 | k));
+            let _ = limiter.try_acquire(&key_of(t, k));
         }
     }
+    let keys = (0..2).flat_map(|t| (0..KEYS_PER_THREAD).map(move |k| key_of(t, k)));
+    let table = filled_table(2 * KEYS_PER_THREAD as usize, keys);
     // The control: one plain (unkeyed) bucket per thread, nothing shared but the clock. How
     // well it scales is what the machine allows at the time of the run.
     // Padded: two buckets side by side share a cache line, and each thread's compare-exchange
@@ -189,8 +234,12 @@ fn threads(c: &mut Criterion) {
         // One iteration: one request on each thread, on that thread's own keys.
         g.throughput(Throughput::Elements(threads));
         on_threads(&mut g, "disjoint_keys", threads, |t, i| {
-            let key = t << 32 | (i % KEYS_PER_THREAD);
+            let key = key_of(t, i % KEYS_PER_THREAD);
             black_box(limiter.try_acquire(&key).is_allowed());
+        });
+        on_threads(&mut g, "disjoint_keys_table", threads, |t, i| {
+            let key = key_of(t, i % KEYS_PER_THREAD);
+            black_box(table.try_acquire(&key).is_allowed());
         });
         on_threads(&mut g, "control_unkeyed", threads, |t, _| {
             black_box(buckets[t as usize].try_acquire().is_allowed());

@@ -167,6 +167,9 @@ pub mod __loom {
     /// One key of a live keyed token bucket map, sound and planted.
     #[cfg(feature = "std")]
     pub use crate::keyed::live_loom::{KeyedLiveModel, KeyedLivePlant};
+    /// The keyed table (two buckets, one stripe), sound and planted.
+    #[cfg(feature = "std")]
+    pub use crate::keyed::table_loom::{TableModel, TablePlant};
     #[cfg(feature = "std")]
     pub use crate::live::loom_model::{CellModel, LiveModel, LivePlant};
     /// The hybrid sketch (one column, one exact entry), sound and planted.
@@ -228,7 +231,9 @@ pub use group::{Limits, LimitsError, Member, MAX_MEMBERS};
 #[cfg(feature = "std")]
 pub use keyed::KeyedLimit;
 #[cfg(feature = "std")]
-pub use keyed::{Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, WhenFull};
+pub use keyed::{
+    Algorithm, KeyHasher, KeyedBuilder, KeyedError, KeyedLimiter, KeyedPin, KeyedTable, WhenFull,
+};
 #[cfg(feature = "std")]
 pub use leased::{Lease, LeaseError, Leased};
 pub use limiter::{FixedWindow, Limiter, RateLimiter, SlidingLog, SlidingWindow, TokenBucket};

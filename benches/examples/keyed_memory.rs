@@ -1,5 +1,6 @@
 //! Bytes per key of a keyed limiter, counted by a global allocator: 1,000,000 `u64` keys in
-//! tollgate's `KeyedLimiter` (each algorithm) and in governor's keyed limiter.
+//! tollgate's `KeyedLimiter` (each algorithm), in tollgate's `KeyedTable` (token bucket and
+//! fixed window) and in governor's keyed limiter.
 //!
 //! ```text
 //! cargo run --release --example keyed_memory            # 1,000,000 keys
@@ -13,16 +14,22 @@
 //! - "grown, before any sweep": keys inserted into an empty map, measured right after the
 //!   last insert (the map hands the tables it outgrew to the epoch collector as it goes);
 //! - "grown": the same, then one `evict_idle` (which evicts nothing here);
-//! - "presized": `KeyedBuilder::capacity(keys)`, so the map never grows.
+//! - "presized": `KeyedBuilder::capacity(keys)`, so the map never grows;
+//! - "KeyedTable, for the keys": `KeyedTable::try_with_clock(.., keys, ..)`, its whole table
+//!   allocated at construction (what its `bytes()` reports, and the manual clock's 24 bytes),
+//!   then every key asked once; a key that finds no slot is counted and printed.
 //!
 //! "peak" is the most held at any moment while inserting: while the map grows, its old and
-//! new tables are both live.
+//! new tables are both live; a `KeyedTable` never grows, so its peak is its size.
+//!
+//! Then a check that requests allocate nothing: on existing keys, for every algorithm of the
+//! map; on existing and new keys, for both of the table's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota};
+use tollgate::{Algorithm, KeyedLimiter, KeyedTable, ManualClock, Quota};
 
 /// Counts live bytes and blocks on top of the system allocator.
 struct Counting;
@@ -162,6 +169,38 @@ fn main() {
         });
         row(&format!("tollgate {algorithm:?}, live, grown"), result);
     }
+    // Tables of a fixed size, made for the keys: each key takes a slot, none grows.
+    let table_keys = NonZeroUsize::new(keys as usize).expect("a key count above 0");
+    let table = |algorithm| {
+        KeyedTable::<u64, _>::try_with_clock(algorithm, quota, table_keys, ManualClock::new())
+            .expect("a valid quota and a table that fits")
+    };
+    for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        let mut no_slot = 0;
+        let result = per_key(keys, || {
+            let table = table(algorithm);
+            no_slot = (0..keys)
+                .filter(|key| !table.try_acquire(key).is_allowed())
+                .count();
+            table
+        });
+        row(
+            &format!("tollgate KeyedTable {algorithm:?}, for the keys"),
+            result,
+        );
+        if no_slot > 0 {
+            println!("  ({no_slot} of the {keys} keys found no slot: denied, `WhenFull::Deny`)");
+        }
+    }
+    let gov_quota = governor::Quota::per_second(NonZeroU32::new(5).expect("non-zero"));
+    let result = per_key(keys, || {
+        let limiter = governor::RateLimiter::keyed(gov_quota);
+        for key in 0..keys {
+            let _ = limiter.check_key(&key);
+        }
+        limiter
+    });
+    row("governor keyed (DashMap)", result);
     // The hit path allocates nothing: requests on existing keys, every algorithm.
     for algorithm in Algorithm::ALL {
         let limiter = KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, ManualClock::new())
@@ -179,13 +218,18 @@ fn main() {
         println!("{algorithm:?}: {allocated} allocations in 10,000 requests on existing keys");
         assert_eq!(allocated, 0);
     }
-    let gov_quota = governor::Quota::per_second(NonZeroU32::new(5).expect("non-zero"));
-    let result = per_key(keys, || {
-        let limiter = governor::RateLimiter::keyed(gov_quota);
-        for key in 0..keys {
-            let _ = limiter.check_key(&key);
+    for algorithm in [Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        let table = table(algorithm);
+        let blocks = live().1;
+        for round in 0..10 {
+            for key in 0..1_000 {
+                let _ = table.try_acquire_n(&key, round % 2);
+            }
         }
-        limiter
-    });
-    row("governor keyed (DashMap)", result);
+        let allocated = live().1 - blocks;
+        println!(
+            "KeyedTable {algorithm:?}: {allocated} allocations in 10,000 requests, 1,000 new keys"
+        );
+        assert_eq!(allocated, 0);
+    }
 }

@@ -22,8 +22,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Clock, CoarseClock, FixedWindow, KeyedLimiter, Limiter, MonotonicClock, Quota, SlidingLog,
-    SlidingWindow, TokenBucket,
+    Clock, CoarseClock, FixedWindow, KeyedLimiter, KeyedTable, Limiter, MonotonicClock, Quota,
+    SlidingLog, SlidingWindow, TokenBucket,
 };
 
 /// One request to a limiter: was it allowed?
@@ -64,6 +64,17 @@ impl<L: Limiter> Check for Tollgate<L> {
 pub struct TollgateKeyed<K, C>(pub KeyedLimiter<K, C>, pub K);
 
 impl<K: Hash + Eq + Clone + Send + Sync, C: Clock + Sync> Check for TollgateKeyed<K, C> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.try_acquire(&self.1).is_allowed()
+    }
+}
+
+/// A tollgate keyed table asked for one key: every request goes through
+/// [`KeyedTable::try_acquire`] on that key.
+pub struct TollgateTable<K, C>(pub KeyedTable<K, C>, pub K);
+
+impl<K: Hash + Send + Sync, C: Clock + Sync> Check for TollgateTable<K, C> {
     #[inline]
     fn check(&self) -> bool {
         self.0.try_acquire(&self.1).is_allowed()

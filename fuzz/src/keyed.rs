@@ -130,7 +130,7 @@ impl Clock for FromMapStart {
     }
 }
 
-fn twin(
+pub(crate) fn twin(
     algorithm: Algorithm,
     quota: Quota,
     clock: &ManualClock,

@@ -9,6 +9,7 @@
 //! | `fixed_window`   | the same against [`model::FixedWindowModel`]; at most `limit` per aligned window |
 //! | `sliding_window` | the same against [`model::SlidingWindowModel`]; at most `limit` in any window of length `period` |
 //! | `sliding_log`    | the same against [`model::SlidingLogModel`]; at most `limit` in any window of length `period` |
+//! | `keyed_table`    | `KeyedTable` (token bucket or fixed window, 300 keys in a table of 256 slots, either `WhenFull`, clock back and forth) = the slots holding mutex twins, searched from each key's home, with the table's rules for taking unused and idle slots spelled out, on every decision and `len()`, on two clocks of different zeros (its own [`keyed_table::TableOp`]s) |
 //! | `leased`         | `Leased` (up to 4 virtual threads, give-backs, thread exits) vs `MutexTokenBucket`: every admission within burst + rate × time + `max_overshoot()` over each stretch of non-decreasing readings; give-backs never above the burst; at most the burst at one instant (its own [`leased::LeasedOp`]s) |
 //! | `keyed`          | `KeyedLimiter` (any algorithm, plans, `evict_idle`, optionally bounded, optionally `live()` with `SetQuota`) = a `HashMap` of mutex twins (live: of the `live` target's models, carried over every change) on every decision, eviction count, `len()` and change (its own [`keyed::KeyedOp`]s) |
 //! | `live`           | `LiveTokenBucket`, `LiveFixedWindow`, `LiveSlidingWindow` = the model of their algorithm, carried over every `set_quota` as `Live` documents, on every decision, peek and refund; a refused change has the model's typed error and keeps `quota()` and the level; `quota()` reports every accepted one (its own [`live::LiveOp`]s) |
@@ -28,6 +29,7 @@ use tollgate::{Decision, Quota};
 mod differential;
 pub mod invariants;
 pub mod keyed;
+pub mod keyed_table;
 pub mod leased;
 pub mod live;
 pub mod model;
@@ -347,6 +349,7 @@ pub fn run(target: &str, data: &[u8]) {
         "sliding_window" => sliding_window::run(data),
         "sliding_log" => sliding_log::run(data),
         "keyed" => keyed::run(data),
+        "keyed_table" => keyed_table::run(data),
         "leased" => leased::run(data),
         "live" => live::run(data),
         "sketch" => sketch::run(data),
@@ -356,13 +359,14 @@ pub fn run(target: &str, data: &[u8]) {
 }
 
 /// Every target, by name (the names of `fuzz_targets/*.rs`).
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 11] = [
     "quota",
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
     "keyed",
+    "keyed_table",
     "leased",
     "live",
     "sketch",

@@ -61,6 +61,7 @@ corpus_tests! {
     sliding_window_corpus: "sliding_window",
     sliding_log_corpus: "sliding_log",
     keyed_corpus: "keyed",
+    keyed_table_corpus: "keyed_table",
     leased_corpus: "leased",
     live_corpus: "live",
     sketch_corpus: "sketch",

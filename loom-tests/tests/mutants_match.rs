@@ -143,6 +143,8 @@ const CELL: &str = include_str!("../../src/sketch/cell.rs");
 const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 const HYBRID: &str = include_str!("../../src/sketch/hybrid.rs");
 const HYBRID_PLANTED: &str = include_str!("../../src/sketch/hybrid/planted.rs");
+const TABLE: &str = include_str!("../../src/keyed/table.rs");
+const TABLE_PLANTED: &str = include_str!("../../src/keyed/table/planted.rs");
 
 #[test]
 fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
@@ -325,6 +327,46 @@ fn keyed_slot_mutants_are_the_real_protocols_with_their_planted_lines() {
                 function(real, after, &format!("{f}(")),
                 function(copy, "> Mutant<'_,", &format!("{f}<")),
             );
+        }
+    }
+}
+
+#[test]
+fn keyed_table_mutants_are_the_real_request_with_their_planted_lines() {
+    let real = |f: &str| {
+        function(
+            TABLE,
+            "impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S>",
+            f,
+        )
+    };
+    for (module, planted, copied) in [
+        (
+            "pub(crate) mod untagged_admission",
+            "fn decide_on<",
+            &["fn try_acquire_n<", "fn acquire<", "fn find<", "fn claim<"][..],
+        ),
+        (
+            "pub(crate) mod relaxed_first_word",
+            "fn claim<",
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
+        (
+            "pub(crate) mod relaxed_tag",
+            "fn claim<",
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
+        (
+            "pub(crate) mod unlocked_claim",
+            "fn claim<",
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
+    ] {
+        let copy = |f: &str| function(TABLE_PLANTED, module, f);
+        assert_planted_only(&format!("{module} {planted}"), real(planted), copy(planted));
+        // These plant nothing of their own: they call the module's copies.
+        for f in copied {
+            assert_eq!(real(f), copy(f), "{module} {f}");
         }
     }
 }

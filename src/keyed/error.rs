@@ -5,8 +5,10 @@ use core::fmt;
 use crate::quota::QuotaError;
 
 /// Why a keyed map could not be built, or could not change a quota: the quota itself refused
-/// ([`KeyedError::Quota`]), or a change asked of a map without the live form
-/// ([`KeyedError::NotLive`]), which is a use of the map, not a problem of the quota.
+/// ([`KeyedError::Quota`]), a change asked of a map without the live form
+/// ([`KeyedError::NotLive`]), which is a use of the map, not a problem of the quota, or a
+/// [`KeyedTable`](crate::KeyedTable) asked of an algorithm it does not hold or of a size that
+/// cannot be allocated.
 ///
 /// ```
 /// use tollgate::{Algorithm, KeyedError, KeyedLimiter, Quota};
@@ -26,6 +28,11 @@ pub enum KeyedError {
     NotLive,
     /// The algorithm refused the quota.
     Quota(QuotaError),
+    /// A [`KeyedTable`](crate::KeyedTable) holds one-word limiters (token bucket, fixed
+    /// window); this algorithm's keep several words per key.
+    Algorithm(super::Algorithm),
+    /// A [`KeyedTable`](crate::KeyedTable) for that many keys cannot be allocated.
+    Capacity,
 }
 
 impl From<QuotaError> for KeyedError {
@@ -48,6 +55,14 @@ impl fmt::Display for KeyedError {
                  fixed window) to change them while it runs",
             ),
             KeyedError::Quota(error) => fmt::Display::fmt(error, f),
+            KeyedError::Algorithm(algorithm) => write!(
+                f,
+                "a keyed table holds token buckets and fixed windows, one word per key; \
+                 {algorithm:?} keeps several: use KeyedLimiter"
+            ),
+            KeyedError::Capacity => {
+                f.write_str("a keyed table for that many keys cannot be allocated")
+            }
         }
     }
 }
@@ -55,7 +70,7 @@ impl fmt::Display for KeyedError {
 impl std::error::Error for KeyedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KeyedError::NotLive => None,
+            KeyedError::NotLive | KeyedError::Algorithm(_) | KeyedError::Capacity => None,
             KeyedError::Quota(error) => Some(error),
         }
     }

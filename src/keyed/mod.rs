@@ -49,6 +49,9 @@ mod map;
 mod options;
 mod pin;
 mod request;
+mod table;
+#[cfg(tollgate_loom)]
+pub(crate) use table::loom_model as table_loom;
 
 pub use builder::KeyedBuilder;
 pub use error::KeyedError;
@@ -57,6 +60,7 @@ pub use map::KeyedLimiter;
 pub use options::{Algorithm, KeyHasher, WhenFull};
 pub use pin::KeyedPin;
 pub use request::KeyedLimit;
+pub use table::KeyedTable;
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {

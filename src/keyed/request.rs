@@ -11,19 +11,20 @@ use crate::sketch::{HybridSketchLimiter, SketchLimiter};
 
 use super::map::KeyedLimiter;
 use super::pin::KeyedPin;
+use super::table::KeyedTable;
 
 /// A keyed rate limiter: one limit per key, asked by a key of type `Q`.
 ///
-/// [`KeyedLimiter`], its [`KeyedPin`], a [`Metered`](crate::Metered) keyed limiter,
-/// [`SketchLimiter`] and [`HybridSketchLimiter`] implement it, so code can take `&dyn KeyedLimit<str>` or be generic over
+/// [`KeyedLimiter`], its [`KeyedPin`], [`KeyedTable`], a [`Metered`](crate::Metered) keyed
+/// limiter, [`SketchLimiter`] and [`HybridSketchLimiter`] implement it, so code can take `&dyn KeyedLimit<str>` or be generic over
 /// which keyed limiter it asks (tollgate-tower's layer takes any of them). Each type's own
 /// methods of the same names answer the same: the trait's methods call them.
 ///
 /// `Q` is the form of the key a request passes, as for the types' own methods: a map of
 /// `String` keys is a `KeyedLimit<String>` and a `KeyedLimit<str>`. `Q` is the trait's
 /// parameter rather than each method's so that the trait can be a `dyn` object, and so that
-/// a limiter that stores no key (the sketch, which only hashes it) can take one that cannot
-/// be owned (`SketchLimiter<str>`), while the map, which stores a new key, asks for
+/// a limiter that stores no key (the sketch and the table, which only hash it) can take one
+/// that cannot be owned (`SketchLimiter<str>`), while the map, which stores a new key, asks for
 /// `Q: ToOwned` of its key type.
 ///
 /// Not `Send + Sync`: a [`KeyedPin`] serves one thread. Code that shares a keyed limiter
@@ -134,6 +135,7 @@ keyed_limit_by_own_methods! {
     KeyedLimiter where [K: Hash + Eq + Borrow<Q>, Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,];
     SketchLimiter where [K: Borrow<Q> + ?Sized, Q: Hash + ?Sized,];
     HybridSketchLimiter where [K: Borrow<Q> + ?Sized, Q: Hash + ?Sized,];
+    KeyedTable where [K: Borrow<Q> + ?Sized, Q: Hash + ?Sized,];
 }
 
 impl<K, Q, C, S> KeyedLimit<Q> for KeyedPin<'_, K, C, S>

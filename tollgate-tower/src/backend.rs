@@ -1,12 +1,13 @@
 //! Where decisions come from: the [`Backend`] trait, and [`KeyedBackend`] over any
-//! in-process keyed limiter (a [`KeyedLimit`]): [`LocalBackend`] over a [`KeyedLimiter`], or a
-//! fixed-memory [`SketchLimiter`].
+//! in-process keyed limiter (a [`KeyedLimit`]): [`LocalBackend`] over a [`KeyedLimiter`], a
+//! fixed-size [`KeyedTable`], or a fixed-memory [`SketchLimiter`].
 //!
 //! Memory: [`LocalBackend::try_new`] bounds its map at [`LocalBackend::DEFAULT_MAX_KEYS`]
 //! keys, and the map sweeps its own idle keys when a new key finds it full (the core's
 //! `KeyedBuilder::max_keys`), so no task is needed to keep it bounded. A sweep removes only
 //! keys whose limiter is back to full capacity: a key in use keeps its count. A
-//! [`SketchLimiter`] holds every key in the memory it was built with, and never sweeps.
+//! [`KeyedTable`] and a [`SketchLimiter`] hold every key in the memory they were built with,
+//! and never sweep (a table's new key takes an idle key's slot over).
 
 use core::convert::Infallible;
 use core::future::{ready, Future, Ready};
@@ -16,7 +17,7 @@ use core::num::NonZeroUsize;
 
 use tollgate::{
     Algorithm, Clock, Decision, HybridSketchLimiter, KeyHasher, KeyedError, KeyedLimit,
-    KeyedLimiter, MonotonicClock, Quota, SketchLimiter, WhenFull,
+    KeyedLimiter, KeyedTable, MonotonicClock, Quota, SketchLimiter, WhenFull,
 };
 
 /// A source of rate-limit decisions per key: in process ([`LocalBackend`]) or remote (a
@@ -119,11 +120,11 @@ macro_rules! keyed_into_backend {
     )*};
 }
 
-keyed_into_backend!(KeyedLimiter, SketchLimiter, HybridSketchLimiter);
+keyed_into_backend!(KeyedLimiter, KeyedTable, SketchLimiter, HybridSketchLimiter);
 
 /// A [`Backend`] over an in-process keyed limiter `L`, asked by keys `K`: decisions in
 /// nanoseconds, never an error. `L` is any [`KeyedLimit<K>`](KeyedLimit): a [`KeyedLimiter`]
-/// ([`LocalBackend`] names that case), a [`SketchLimiter`], a `Metered` one.
+/// ([`LocalBackend`] names that case), a [`KeyedTable`], a [`SketchLimiter`], a `Metered` one.
 ///
 /// ```
 /// use std::net::IpAddr;
@@ -199,6 +200,24 @@ impl<K: Hash + Eq, C: Clock, S: BuildHasher> From<KeyedLimiter<K, C, S>> for Loc
     /// # Ok::<(), tollgate::QuotaError>(())
     /// ```
     fn from(limiter: KeyedLimiter<K, C, S>) -> Self {
+        KeyedBackend::new(limiter)
+    }
+}
+
+impl<K: Hash, C: Clock, S: BuildHasher> From<KeyedTable<K, C, S>>
+    for KeyedBackend<K, KeyedTable<K, C, S>>
+{
+    /// As [`KeyedBackend::new`].
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use tollgate::{Algorithm, KeyedTable, Quota};
+    /// use tollgate_tower::KeyedBackend;
+    /// let table = KeyedTable::<u8>::try_new(Algorithm::TokenBucket, Quota::per_second(2)?, NonZeroUsize::new(64).unwrap())?;
+    /// let b: KeyedBackend<u8, _> = table.into();
+    /// # Ok::<(), tollgate::KeyedError>(())
+    /// ```
+    fn from(limiter: KeyedTable<K, C, S>) -> Self {
         KeyedBackend::new(limiter)
     }
 }
@@ -378,6 +397,22 @@ shared_keyed_backend! {
     /// # Ok::<(), tollgate::KeyedError>(())
     /// ```
     KeyedLimiter;
+
+    /// A shared [`KeyedTable`] as a backend: keep a clone of the `Arc` to ask it outside the
+    /// layer too (one limiter per key for both).
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use std::sync::Arc;
+    /// use tollgate::{Algorithm, KeyedTable, Quota};
+    /// use tollgate_tower::{PeerIp, RateLimitLayer};
+    /// let keys = NonZeroUsize::new(100_000).unwrap();
+    /// let per_ip = Arc::new(KeyedTable::<std::net::IpAddr>::try_new(Algorithm::TokenBucket, Quota::per_second(10)?, keys)?);
+    /// let layer = RateLimitLayer::new(PeerIp::default(), Arc::clone(&per_ip));
+    /// assert!(per_ip.try_acquire(&std::net::IpAddr::from([10, 0, 0, 1])).is_allowed());
+    /// # Ok::<(), tollgate::KeyedError>(())
+    /// ```
+    KeyedTable;
 
     /// A shared [`SketchLimiter`] as a backend: keep a clone of the `Arc` to ask it outside the
     /// layer too (one count per key for both).

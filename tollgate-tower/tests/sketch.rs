@@ -1,6 +1,7 @@
-//! A fixed-memory `SketchLimiter` behind the layer on a real loopback server: it admits
-//! exactly its quota per client, denies with 429 and the RateLimit headers, and keeps every
-//! client's count apart. Time from a `ManualClock`.
+//! The fixed-memory keyed limiters behind the layer on a real loopback server (a
+//! `SketchLimiter`, a `HybridSketchLimiter`, a `KeyedTable`): each admits exactly its quota
+//! per client, denies with 429 and the RateLimit headers, and keeps every client's count
+//! apart. Time from a `ManualClock`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::BuildHasherDefault;
@@ -9,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
-use tollgate::{HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
+use tollgate::{
+    Algorithm, HybridSketchLimiter, KeyedTable, ManualClock, Quota, SketchLimiter, SketchSize,
+};
 use tollgate_tower::{KeyedBackend, RateLimitLayer, TrustedProxy};
 
 #[path = "common/loopback.rs"]
@@ -161,4 +164,37 @@ async fn a_hybrid_sketch_admits_its_quota_per_client_across_a_promotion() {
     }
     clock.advance(Duration::from_secs(2));
     assert_eq!(status(&mut c, Some(ALICE)).await, StatusCode::OK);
+}
+
+/// A `KeyedTable` behind the layer: a token bucket per client in one fixed table, with the
+/// bucket's headers (the time to full in `t`, the time to the next token in `Retry-After`).
+#[tokio::test]
+async fn a_keyed_table_admits_its_quota_per_client_and_denies_with_headers() {
+    let clock = ManualClock::new();
+    let quota = Quota::try_new(3, Duration::from_secs(3)).unwrap();
+    let keys = std::num::NonZeroUsize::new(1024).unwrap();
+    let table =
+        KeyedTable::<IpAddr, _>::try_with_clock(Algorithm::TokenBucket, quota, keys, clock.clone())
+            .unwrap()
+            .with_hasher(Seeded::default());
+    let layer = RateLimitLayer::new(forwarded(), Arc::new(table));
+    let mut c = connect(serve_at(V4, layer, true).await.unwrap()).await;
+    for client in [ALICE, BOB] {
+        for left in [2, 1, 0] {
+            let ok = get(&mut c, Some(client)).await;
+            assert_eq!(ok.status, StatusCode::OK, "{client}");
+            assert_eq!(ok.header("ratelimit-policy"), Some("\"default\";q=3;w=3"));
+            let expected = format!("\"default\";r={left};t={}", 3 - left);
+            assert_eq!(ok.header("ratelimit"), Some(expected.as_str()), "{client}");
+        }
+        let denied = get(&mut c, Some(client)).await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{client}");
+        assert_eq!(denied.header("retry-after"), Some("1"), "{client}");
+    }
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(status(&mut c, Some(ALICE)).await, StatusCode::OK);
+    assert_eq!(
+        status(&mut c, Some(ALICE)).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }

@@ -1,0 +1,560 @@
+//! The keyed table's planted defects, for the loom models (`loom-tests/tests/keyed_table.rs`);
+//! built only for them (`cfg(tollgate_loom)`).
+//!
+//! Each module is one defect: a `Mutant` wrapping a real table, whose request runs copies of
+//! the real `try_acquire_n` and `acquire` (the same text, calling the module's copies), of the
+//! function the defect is planted in, with the planted lines marked `// PLANTED`, and of the
+//! functions between them; the rest is the real table's. `loom-tests/tests/mutants_match.rs`
+//! fails if a copy differs from the real code anywhere else. The product's types know nothing
+//! of them.
+
+/// A real table whose requests run the copies of the module it is declared in.
+macro_rules! mutant {
+    () => {
+        /// A real table, requested through this module's copies.
+        pub(crate) struct Mutant<'a, K: ?Sized, C, S>(
+            pub(crate) &'a $crate::keyed::table::KeyedTable<K, C, S>,
+        );
+
+        impl<K: ?Sized, C, S> core::ops::Deref for Mutant<'_, K, C, S> {
+            type Target = $crate::keyed::table::KeyedTable<K, C, S>;
+
+            fn deref(&self) -> &Self::Target {
+                self.0
+            }
+        }
+    };
+}
+
+/// Defect: an admission commits on the word it loaded without checking the slot's tag after
+/// the load: a request of a key whose slot was just taken over decides on the new key's word.
+pub(crate) mod untagged_admission {
+    use core::borrow::Borrow;
+    use core::hash::{BuildHasher, Hash};
+
+    use crate::algo::fixed_window::Fixed;
+    use crate::algo::token_bucket::Gcra;
+    use crate::clock::Clock;
+    use crate::decision::Decision;
+    use crate::keyed::table::{home_of, Pass, Rule, Scan, Slot, PROBE, STRIPE};
+    use crate::keyed::word::{WordRule, EVICTED};
+    use crate::sync::{fence, Backoff, Ordering};
+
+    mutant!();
+
+    impl<K: ?Sized, C: Clock, S: BuildHasher> Mutant<'_, K, C, S> {
+        #[inline]
+        pub(crate) fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + ?Sized,
+        {
+            let tag = match self.hasher.hash_one(key) {
+                0 => 1,
+                h => h,
+            };
+            match &self.rule {
+                Rule::TokenBucket(p) => self.acquire::<Gcra>(p, tag, n),
+                Rule::FixedWindow(p) => self.acquire::<Fixed>(p, tag, n),
+            }
+        }
+
+        #[inline]
+        fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
+            let home = home_of(tag, self.buckets.len());
+            let mut now = self.now();
+            loop {
+                if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // Acquire: the key's slot taken by another key, or no slot of the key, was read
+                // `Relaxed`; the reading below comes after the claim that did it.
+                fence(Ordering::Acquire);
+                now = self.now();
+                if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
+                // Acquire: as above, for a slot taken while this thread decided on it.
+                fence(Ordering::Acquire);
+                now = self.now();
+            }
+        }
+
+        #[inline(always)]
+        fn find<R: WordRule>(
+            &self,
+            p: &R::Params,
+            tag: u64,
+            home: usize,
+            now: u64,
+            n: u64,
+        ) -> Pass {
+            for i in 0..PROBE {
+                for slot in &self.bucket(home + i).0 {
+                    // Relaxed: see the module's orderings.
+                    let seen = slot.tag.load(Ordering::Relaxed);
+                    if seen == tag {
+                        return decide_on::<R>(slot, p, tag, now, n);
+                    }
+                    if seen == 0 {
+                        return Pass::Redo;
+                    }
+                }
+            }
+            Pass::Redo
+        }
+
+        #[cold]
+        fn claim<R: WordRule>(
+            &self,
+            p: &R::Params,
+            tag: u64,
+            home: usize,
+            now: u64,
+            n: u64,
+        ) -> Pass {
+            let Some(first) = R::admit(p, 0, now, n) else {
+                // A zero cost or a denial on a fresh limiter: nothing to keep.
+                return Pass::Decided(R::decide(p, 0, now, n).0);
+            };
+            let _stripe = self.stripes[home / STRIPE]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let judge = now.saturating_sub(self.skew);
+            loop {
+                match self.scan::<R>(p, tag, home, judge) {
+                    Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
+                    Scan::Unused(slot) => {
+                        // Relaxed: claims of this tag are ordered by the stripe lock; another
+                        // tag's claim of the slot is decided by this exchange.
+                        if slot
+                            .tag
+                            .compare_exchange(0, tag, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Relaxed: a count.
+                        self.used.fetch_add(1, Ordering::Relaxed);
+                        // The word is 0, which no claim takes over: the first admission is an
+                        // admission like any other.
+                        return decide_on::<R>(slot, p, tag, now, n);
+                    }
+                    Scan::Idle(slot, word) => {
+                        // Release: a request of the key this slot held that reads `EVICTED` (or
+                        // a later word) reads the clock again after this (see the orderings).
+                        if slot
+                            .word
+                            .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Release: a request that reads this tag and redoes (its key gone)
+                        // reads the clock again after the taker's reading (see the orderings).
+                        slot.tag.store(tag, Ordering::Release);
+                        // The admission itself, not a fresh word 0 to admit on next: a slot's
+                        // word never comes back to a value it had, so no request that read it
+                        // before can commit on it (see the invariant). Release: a request that
+                        // reads this word (or an admission after it) sees the tag above.
+                        slot.word.store(first, Ordering::Release);
+                        return Pass::Decided(R::admitted(p, 0, first, now, n));
+                    }
+                    Scan::Full => return Pass::Decided(self.full::<R>(p, now, n)),
+                }
+                // Lost to another claim, or to an admission of the idle key: scan again.
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn decide_on<R: WordRule>(slot: &Slot, p: &R::Params, tag: u64, now: u64, n: u64) -> Pass {
+        // Acquire: see the module's orderings (the tag check below).
+        let mut word = slot.word.load(Ordering::Acquire);
+        loop {
+            // Relaxed: ordered after the word's load by its `Acquire`.
+            let _ = tag; // PLANTED: the slot's tag is not read again
+            if word == EVICTED {
+                return Pass::Redo;
+            }
+            let Some(new) = R::admit(p, word, now, n) else {
+                // A denial or a zero cost: decided on `word`, nothing written.
+                return Pass::Decided(R::decide(p, word, now, n).0);
+            };
+            // Relaxed on success: the word's modification order orders this admission against
+            // every other write to it; Acquire on failure, as the load above.
+            match slot
+                .word
+                .compare_exchange_weak(word, new, Ordering::Relaxed, Ordering::Acquire)
+            {
+                Ok(_) => return Pass::Decided(R::admitted(p, word, new, now, n)),
+                Err(current) => word = current,
+            }
+        }
+    }
+}
+
+/// Defect: a takeover stores the new key's first word `Relaxed`: a request that loads it may
+/// still read the old key's tag, and decide on the new key's word.
+pub(crate) mod relaxed_first_word {
+    use core::borrow::Borrow;
+    use core::hash::{BuildHasher, Hash};
+
+    use crate::algo::fixed_window::Fixed;
+    use crate::algo::token_bucket::Gcra;
+    use crate::clock::Clock;
+    use crate::decision::Decision;
+    use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan, STRIPE};
+    use crate::keyed::word::{WordRule, EVICTED};
+    use crate::sync::{fence, Backoff, Ordering};
+
+    mutant!();
+
+    impl<K: ?Sized, C: Clock, S: BuildHasher> Mutant<'_, K, C, S> {
+        #[inline]
+        pub(crate) fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + ?Sized,
+        {
+            let tag = match self.hasher.hash_one(key) {
+                0 => 1,
+                h => h,
+            };
+            match &self.rule {
+                Rule::TokenBucket(p) => self.acquire::<Gcra>(p, tag, n),
+                Rule::FixedWindow(p) => self.acquire::<Fixed>(p, tag, n),
+            }
+        }
+
+        #[inline]
+        fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
+            let home = home_of(tag, self.buckets.len());
+            let mut now = self.now();
+            loop {
+                if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // Acquire: the key's slot taken by another key, or no slot of the key, was read
+                // `Relaxed`; the reading below comes after the claim that did it.
+                fence(Ordering::Acquire);
+                now = self.now();
+                if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
+                // Acquire: as above, for a slot taken while this thread decided on it.
+                fence(Ordering::Acquire);
+                now = self.now();
+            }
+        }
+
+        #[cold]
+        fn claim<R: WordRule>(
+            &self,
+            p: &R::Params,
+            tag: u64,
+            home: usize,
+            now: u64,
+            n: u64,
+        ) -> Pass {
+            let Some(first) = R::admit(p, 0, now, n) else {
+                // A zero cost or a denial on a fresh limiter: nothing to keep.
+                return Pass::Decided(R::decide(p, 0, now, n).0);
+            };
+            let _stripe = self.stripes[home / STRIPE]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let judge = now.saturating_sub(self.skew);
+            loop {
+                match self.scan::<R>(p, tag, home, judge) {
+                    Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
+                    Scan::Unused(slot) => {
+                        // Relaxed: claims of this tag are ordered by the stripe lock; another
+                        // tag's claim of the slot is decided by this exchange.
+                        if slot
+                            .tag
+                            .compare_exchange(0, tag, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Relaxed: a count.
+                        self.used.fetch_add(1, Ordering::Relaxed);
+                        // The word is 0, which no claim takes over: the first admission is an
+                        // admission like any other.
+                        return decide_on::<R>(slot, p, tag, now, n);
+                    }
+                    Scan::Idle(slot, word) => {
+                        // Release: a request of the key this slot held that reads `EVICTED` (or
+                        // a later word) reads the clock again after this (see the orderings).
+                        if slot
+                            .word
+                            .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Release: a request that reads this tag and redoes (its key gone)
+                        // reads the clock again after the taker's reading (see the orderings).
+                        slot.tag.store(tag, Ordering::Release);
+                        // The admission itself, not a fresh word 0 to admit on next: a slot's
+                        // word never comes back to a value it had, so no request that read it
+                        // before can commit on it (see the invariant). Release: a request that
+                        // reads this word (or an admission after it) sees the tag above.
+                        slot.word.store(first, Ordering::Relaxed); // PLANTED: not Release
+                        return Pass::Decided(R::admitted(p, 0, first, now, n));
+                    }
+                    Scan::Full => return Pass::Decided(self.full::<R>(p, now, n)),
+                }
+                // Lost to another claim, or to an admission of the idle key: scan again.
+            }
+        }
+    }
+}
+
+/// Defect: a takeover stores the new tag `Relaxed`: a request that finds its key gone by
+/// reading that tag is not ordered after the taker's clock reading, and redoes at an older one.
+pub(crate) mod relaxed_tag {
+    use core::borrow::Borrow;
+    use core::hash::{BuildHasher, Hash};
+
+    use crate::algo::fixed_window::Fixed;
+    use crate::algo::token_bucket::Gcra;
+    use crate::clock::Clock;
+    use crate::decision::Decision;
+    use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan, STRIPE};
+    use crate::keyed::word::{WordRule, EVICTED};
+    use crate::sync::{fence, Backoff, Ordering};
+
+    mutant!();
+
+    impl<K: ?Sized, C: Clock, S: BuildHasher> Mutant<'_, K, C, S> {
+        #[inline]
+        pub(crate) fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + ?Sized,
+        {
+            let tag = match self.hasher.hash_one(key) {
+                0 => 1,
+                h => h,
+            };
+            match &self.rule {
+                Rule::TokenBucket(p) => self.acquire::<Gcra>(p, tag, n),
+                Rule::FixedWindow(p) => self.acquire::<Fixed>(p, tag, n),
+            }
+        }
+
+        #[inline]
+        fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
+            let home = home_of(tag, self.buckets.len());
+            let mut now = self.now();
+            loop {
+                if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // Acquire: the key's slot taken by another key, or no slot of the key, was read
+                // `Relaxed`; the reading below comes after the claim that did it.
+                fence(Ordering::Acquire);
+                now = self.now();
+                if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
+                // Acquire: as above, for a slot taken while this thread decided on it.
+                fence(Ordering::Acquire);
+                now = self.now();
+            }
+        }
+
+        #[cold]
+        fn claim<R: WordRule>(
+            &self,
+            p: &R::Params,
+            tag: u64,
+            home: usize,
+            now: u64,
+            n: u64,
+        ) -> Pass {
+            let Some(first) = R::admit(p, 0, now, n) else {
+                // A zero cost or a denial on a fresh limiter: nothing to keep.
+                return Pass::Decided(R::decide(p, 0, now, n).0);
+            };
+            let _stripe = self.stripes[home / STRIPE]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let judge = now.saturating_sub(self.skew);
+            loop {
+                match self.scan::<R>(p, tag, home, judge) {
+                    Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
+                    Scan::Unused(slot) => {
+                        // Relaxed: claims of this tag are ordered by the stripe lock; another
+                        // tag's claim of the slot is decided by this exchange.
+                        if slot
+                            .tag
+                            .compare_exchange(0, tag, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Relaxed: a count.
+                        self.used.fetch_add(1, Ordering::Relaxed);
+                        // The word is 0, which no claim takes over: the first admission is an
+                        // admission like any other.
+                        return decide_on::<R>(slot, p, tag, now, n);
+                    }
+                    Scan::Idle(slot, word) => {
+                        // Release: a request of the key this slot held that reads `EVICTED` (or
+                        // a later word) reads the clock again after this (see the orderings).
+                        if slot
+                            .word
+                            .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Release: a request that reads this tag and redoes (its key gone)
+                        // reads the clock again after the taker's reading (see the orderings).
+                        slot.tag.store(tag, Ordering::Relaxed); // PLANTED: not Release
+                                                                // The admission itself, not a fresh word 0 to admit on next: a slot's
+                                                                // word never comes back to a value it had, so no request that read it
+                                                                // before can commit on it (see the invariant). Release: a request that
+                                                                // reads this word (or an admission after it) sees the tag above.
+                        slot.word.store(first, Ordering::Release);
+                        return Pass::Decided(R::admitted(p, 0, first, now, n));
+                    }
+                    Scan::Full => return Pass::Decided(self.full::<R>(p, now, n)),
+                }
+                // Lost to another claim, or to an admission of the idle key: scan again.
+            }
+        }
+    }
+}
+
+/// Defect: a claim scans and takes a slot without its stripe lock: two first requests of one
+/// key can take two slots (one an idle key's, the other unused while the first is being taken
+/// over), each with a fresh limiter.
+pub(crate) mod unlocked_claim {
+    use core::borrow::Borrow;
+    use core::hash::{BuildHasher, Hash};
+
+    use crate::algo::fixed_window::Fixed;
+    use crate::algo::token_bucket::Gcra;
+    use crate::clock::Clock;
+    use crate::decision::Decision;
+    use crate::keyed::table::{decide_on, home_of, Pass, Rule, Scan};
+    use crate::keyed::word::{WordRule, EVICTED};
+    use crate::sync::{fence, Backoff, Ordering};
+
+    mutant!();
+
+    impl<K: ?Sized, C: Clock, S: BuildHasher> Mutant<'_, K, C, S> {
+        #[inline]
+        pub(crate) fn try_acquire_n<Q>(&self, key: &Q, n: u64) -> Decision
+        where
+            K: Borrow<Q>,
+            Q: Hash + ?Sized,
+        {
+            let tag = match self.hasher.hash_one(key) {
+                0 => 1,
+                h => h,
+            };
+            match &self.rule {
+                Rule::TokenBucket(p) => self.acquire::<Gcra>(p, tag, n),
+                Rule::FixedWindow(p) => self.acquire::<Fixed>(p, tag, n),
+            }
+        }
+
+        #[inline]
+        fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
+            let home = home_of(tag, self.buckets.len());
+            let mut now = self.now();
+            loop {
+                if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // Acquire: the key's slot taken by another key, or no slot of the key, was read
+                // `Relaxed`; the reading below comes after the claim that did it.
+                fence(Ordering::Acquire);
+                now = self.now();
+                if let Pass::Decided(d) = self.claim::<R>(p, tag, home, now, n) {
+                    return d;
+                }
+                // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
+                // the taker finish.
+                Backoff::new().snooze();
+                // Acquire: as above, for a slot taken while this thread decided on it.
+                fence(Ordering::Acquire);
+                now = self.now();
+            }
+        }
+
+        #[cold]
+        fn claim<R: WordRule>(
+            &self,
+            p: &R::Params,
+            tag: u64,
+            home: usize,
+            now: u64,
+            n: u64,
+        ) -> Pass {
+            let Some(first) = R::admit(p, 0, now, n) else {
+                // A zero cost or a denial on a fresh limiter: nothing to keep.
+                return Pass::Decided(R::decide(p, 0, now, n).0);
+            };
+            // PLANTED: no stripe lock
+            let judge = now.saturating_sub(self.skew);
+            loop {
+                match self.scan::<R>(p, tag, home, judge) {
+                    Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
+                    Scan::Unused(slot) => {
+                        // Relaxed: claims of this tag are ordered by the stripe lock; another
+                        // tag's claim of the slot is decided by this exchange.
+                        if slot
+                            .tag
+                            .compare_exchange(0, tag, Ordering::Relaxed, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Relaxed: a count.
+                        self.used.fetch_add(1, Ordering::Relaxed);
+                        // The word is 0, which no claim takes over: the first admission is an
+                        // admission like any other.
+                        return decide_on::<R>(slot, p, tag, now, n);
+                    }
+                    Scan::Idle(slot, word) => {
+                        // Release: a request of the key this slot held that reads `EVICTED` (or
+                        // a later word) reads the clock again after this (see the orderings).
+                        if slot
+                            .word
+                            .compare_exchange(word, EVICTED, Ordering::Release, Ordering::Relaxed)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        // Release: a request that reads this tag and redoes (its key gone)
+                        // reads the clock again after the taker's reading (see the orderings).
+                        slot.tag.store(tag, Ordering::Release);
+                        // The admission itself, not a fresh word 0 to admit on next: a slot's
+                        // word never comes back to a value it had, so no request that read it
+                        // before can commit on it (see the invariant). Release: a request that
+                        // reads this word (or an admission after it) sees the tag above.
+                        slot.word.store(first, Ordering::Release);
+                        return Pass::Decided(R::admitted(p, 0, first, now, n));
+                    }
+                    Scan::Full => return Pass::Decided(self.full::<R>(p, now, n)),
+                }
+                // Lost to another claim, or to an admission of the idle key: scan again.
+            }
+        }
+    }
+}
