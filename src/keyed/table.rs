@@ -121,8 +121,9 @@ enum Pass {
 ///
 /// Against [`KeyedLimiter`](crate::KeyedLimiter): no per-key plans, no sliding algorithms,
 /// no sweeps to run (idle slots are taken over on demand), a fixed memory. Keys are known
-/// only by their hash: two keys of one 64-bit hash (about one pair in 2^64 for a random
-/// seed) share one limiter, so each is admitted at most its quota, never more.
+/// only by their hash: two keys of one 64-bit hash (with the default random seed, a chance of
+/// one in 2^64 for any two keys) share one limiter, so each is admitted at most its quota,
+/// never more.
 ///
 /// ```
 /// use std::num::NonZeroUsize;
