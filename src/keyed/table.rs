@@ -426,6 +426,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
         let home = home_of(tag, self.buckets.len());
         let mut now = self.now();
+        let backoff = Backoff::new();
         loop {
             if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
                 return d;
@@ -438,8 +439,8 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
                 return d;
             }
             // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
-            // the taker finish.
-            Backoff::new().snooze();
+            // the taker finish, spinning a little longer each time, then yielding.
+            backoff.snooze();
             // Acquire: as above, for a slot taken while this thread decided on it.
             fence(Ordering::Acquire);
             now = self.now();

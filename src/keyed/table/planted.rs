@@ -63,6 +63,7 @@ pub(crate) mod untagged_admission {
         fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
             let home = home_of(tag, self.buckets.len());
             let mut now = self.now();
+            let backoff = Backoff::new();
             loop {
                 if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
                     return d;
@@ -75,8 +76,8 @@ pub(crate) mod untagged_admission {
                     return d;
                 }
                 // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
-                // the taker finish.
-                Backoff::new().snooze();
+                // the taker finish, spinning a little longer each time, then yielding.
+                backoff.snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -234,6 +235,7 @@ pub(crate) mod relaxed_first_word {
         fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
             let home = home_of(tag, self.buckets.len());
             let mut now = self.now();
+            let backoff = Backoff::new();
             loop {
                 if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
                     return d;
@@ -246,8 +248,8 @@ pub(crate) mod relaxed_first_word {
                     return d;
                 }
                 // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
-                // the taker finish.
-                Backoff::new().snooze();
+                // the taker finish, spinning a little longer each time, then yielding.
+                backoff.snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -355,6 +357,7 @@ pub(crate) mod relaxed_tag {
         fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
             let home = home_of(tag, self.buckets.len());
             let mut now = self.now();
+            let backoff = Backoff::new();
             loop {
                 if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
                     return d;
@@ -367,8 +370,8 @@ pub(crate) mod relaxed_tag {
                     return d;
                 }
                 // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
-                // the taker finish.
-                Backoff::new().snooze();
+                // the taker finish, spinning a little longer each time, then yielding.
+                backoff.snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
@@ -477,6 +480,7 @@ pub(crate) mod unlocked_claim {
         fn acquire<R: WordRule>(&self, p: &R::Params, tag: u64, n: u64) -> Decision {
             let home = home_of(tag, self.buckets.len());
             let mut now = self.now();
+            let backoff = Backoff::new();
             loop {
                 if let Pass::Decided(d) = self.find::<R>(p, tag, home, now, n) {
                     return d;
@@ -489,8 +493,8 @@ pub(crate) mod unlocked_claim {
                     return d;
                 }
                 // The key's slot is being taken over (`EVICTED`, its tag not yet the taker's): let
-                // the taker finish.
-                Backoff::new().snooze();
+                // the taker finish, spinning a little longer each time, then yielding.
+                backoff.snooze();
                 // Acquire: as above, for a slot taken while this thread decided on it.
                 fence(Ordering::Acquire);
                 now = self.now();
