@@ -119,9 +119,7 @@ fn one_key(c: &mut Criterion) {
     on_one_key(&mut g, "tollgate_siphash", &siphash);
 
     let table = filled_table(TABLE_KEYS, [42]);
-    on_cpu_bench(&mut g, "tollgate_table", || {
-        table.try_acquire(black_box(&42)).is_allowed()
-    });
+    on_one_key(&mut g, "tollgate_table", &table);
 
     // Maps whose quotas can change while they run (`live()`), beside the fixed ones.
     for (name, algorithm, live) in [
