@@ -138,7 +138,8 @@ fn two_first_requests_for_an_idle_slot(plant: TablePlant) -> impl Fn() + Send + 
 /// second stripe lock) fill it, each used at time 0. The first request of `X`, homed in the
 /// first bucket, races that of `A`, homed in the second: its home bucket full, `A`'s scan
 /// goes on into the first bucket, where `X` is claiming a slot. Each is admitted once and
-/// ends on a slot of its own.
+/// ends on a slot of its own, though the slot a claim took holds word 0 (a fresh limiter)
+/// until that claim admits.
 fn a_claim_racing_a_claim_from_another_stripe(
     plant: TablePlant,
 ) -> impl Fn() + Send + Sync + 'static {
@@ -259,5 +260,20 @@ fn planted_relaxed_tag_is_caught() {
         "keyed table mutant: new tag of a takeover stored Relaxed",
         "the first racing a takeover",
         time_moving_under_a_takeover(TablePlant::RelaxedTag),
+    );
+}
+
+/// Planted: a takeover stores a fresh word 0 and decides the new key's first admission on it
+/// by an exchange, and claims take over a slot whose word is 0. loom must find one key's
+/// claim that took an unused slot, loaded its word 0 and checked its tag, stalled before its
+/// exchange while the other key's claim (under the other stripe lock) takes the slot over
+/// and stores 0 again: the stalled exchange from 0 commits on the taker's word, and the
+/// taker, its own exchange failing, is denied on the other key's admission.
+#[test]
+fn planted_fresh_takeover_word_is_caught() {
+    expect_caught(
+        "keyed table mutant: a takeover's fresh word 0",
+        INEXACT,
+        a_claim_racing_a_claim_from_another_stripe(TablePlant::FreshTakeoverWord),
     );
 }

@@ -343,27 +343,34 @@ fn keyed_table_mutants_are_the_real_request_with_their_planted_lines() {
     for (module, planted, copied) in [
         (
             "pub(crate) mod untagged_admission",
-            "fn decide_on<",
+            &["fn decide_on<"][..],
             &["fn try_acquire_n<", "fn acquire<", "fn find<", "fn claim<"][..],
         ),
         (
             "pub(crate) mod relaxed_first_word",
-            "fn claim<",
+            &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
             "pub(crate) mod relaxed_tag",
-            "fn claim<",
+            &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
             "pub(crate) mod unlocked_claim",
-            "fn claim<",
+            &["fn claim<"][..],
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
+        (
+            "pub(crate) mod fresh_takeover_word",
+            &["fn claim<", "fn scan<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
     ] {
         let copy = |f: &str| function(TABLE_PLANTED, module, f);
-        assert_planted_only(&format!("{module} {planted}"), real(planted), copy(planted));
+        for f in planted {
+            assert_planted_only(&format!("{module} {f}"), real(f), copy(f));
+        }
         // These plant nothing of their own: they call the module's copies.
         for f in copied {
             assert_eq!(real(f), copy(f), "{module} {f}");

@@ -7,7 +7,9 @@
 use core::hash::BuildHasherDefault;
 use core::num::NonZeroUsize;
 
-use super::planted::{relaxed_first_word, relaxed_tag, unlocked_claim, untagged_admission};
+use super::planted::{
+    fresh_takeover_word, relaxed_first_word, relaxed_tag, unlocked_claim, untagged_admission,
+};
 use super::{home_of, KeyedTable};
 use crate::clock::ManualClock;
 use crate::keyed::options::Algorithm;
@@ -30,6 +32,9 @@ pub enum TablePlant {
     RelaxedTag,
     /// Defect: a claim scans and takes a slot without its stripe lock.
     UnlockedClaim,
+    /// Defect: a takeover stores a fresh word 0 and decides the new key's first admission on
+    /// it by an exchange, and a claim takes over a slot whose word is 0.
+    FreshTakeoverWord,
 }
 
 /// A token-bucket table on a manual clock, keys hashing to themselves.
@@ -61,6 +66,9 @@ impl TableModel {
             }
             TablePlant::RelaxedTag => relaxed_tag::Mutant(&self.table).try_acquire_n(&key, 1),
             TablePlant::UnlockedClaim => unlocked_claim::Mutant(&self.table).try_acquire_n(&key, 1),
+            TablePlant::FreshTakeoverWord => {
+                fresh_takeover_word::Mutant(&self.table).try_acquire_n(&key, 1)
+            }
         }
         .is_allowed()
     }
