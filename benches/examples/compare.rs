@@ -8,7 +8,8 @@
 //!
 //! - one thread, every request allowed, then every request denied (a drained limiter);
 //! - the same limiters on a coarse clock (tollgate's `CoarseClock`, governor's
-//!   `QuantaUpkeepClock`, rate-net's `CoarseClock`, each refreshed every 1 ms);
+//!   `QuantaUpkeepClock`, rate-net's `CoarseClock`, each refreshed every 1 ms), the sliding
+//!   window's mutex twin on tollgate's;
 //! - two threads on one shared limiter;
 //! - what reading each clock costs by itself (the floor under every precise-clock limiter).
 //!
@@ -359,6 +360,18 @@ fn main() {
             "FixedWindow",
         );
     }
+    verdict(
+        "one thread, allowed, coarse clock, vs MutexSlidingWindow",
+        &coarse,
+        "SlidingWindow/coarse",
+        "MutexSlidingWindow/coarse",
+    );
+    verdict(
+        "one thread, allowed, coarse clock, vs FixedWindow",
+        &coarse,
+        "SlidingWindow/coarse",
+        "FixedWindow/coarse",
+    );
     say!("(whole run: {:.1} s)", started.elapsed().as_secs_f64());
 
     if std::env::args().any(|a| a == "--write-readme") {

@@ -412,8 +412,12 @@ pub fn coarse_vs_precise(v: &mut impl Visit, clocks: &CoarseClocks) {
         Ours,
         Tollgate(FixedWindow::new(open())),
     );
-    let fw = FixedWindow::with_clock(open(), coarse);
+    let fw = FixedWindow::with_clock(open(), coarse.clone());
     v.visit("FixedWindow/coarse", Ours, Tollgate(fw));
+    let sw = SlidingWindow::with_clock(open(), coarse.clone());
+    v.visit("SlidingWindow/coarse", Ours, Tollgate(sw));
+    let twin = MutexSlidingWindow::with_clock(open(), coarse);
+    v.visit("MutexSlidingWindow/coarse", Twin, Tollgate(twin));
     v.visit(
         "governor/precise",
         Peer,
