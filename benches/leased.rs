@@ -3,7 +3,10 @@
 //!
 //! 1. `leased-1-thread`: one thread, one limiter, every request allowed;
 //! 2. `leased-hot-key`: 1 and 2 threads on ONE shared limiter (one hot key), every request
-//!    allowed; criterion's throughput is the aggregate rate of all threads.
+//!    allowed; criterion's throughput is the aggregate rate of all threads. The control,
+//!    `Leased_own_limiter`, runs the same requests with each thread on a limiter of its own:
+//!    how well it scales is what the machine allows at the time of the run, and the gap to
+//!    `Leased` is what sharing the bucket's word costs.
 //! 3. `leased-lease-size`: the same with leases of 64, 256 and 1024 tokens: what a lease's
 //!    size buys a second thread.
 //!
@@ -13,6 +16,7 @@
 //!
 //! Run: `cargo bench --bench leased -- --warm-up-time 1 --measurement-time 3`.
 
+use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -64,6 +68,10 @@ fn threads(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("Leased", threads), |b| {
             b.iter_custom(|iters| contended(&l, threads, iters))
         });
+        let own = [Tollgate(leased()), Tollgate(leased())];
+        g.bench_function(BenchmarkId::new("Leased_own_limiter", threads), |b| {
+            b.iter_custom(|iters| apart(&own, threads, iters))
+        });
         let t = Tollgate(bucket());
         g.bench_function(BenchmarkId::new("TokenBucket", threads), |b| {
             b.iter_custom(|iters| contended(&t, threads, iters))
@@ -74,6 +82,18 @@ fn threads(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// As [`contended`], but thread `t` asks `own[t]`: nothing is shared but the clock.
+fn apart<L: Check>(own: &[L], threads: usize, iters: u64) -> Duration {
+    let per_thread = (iters / threads as u64).max(1);
+    let spans = together::spans(threads, |t| {
+        for _ in 0..per_thread {
+            black_box(own[t].check());
+        }
+    });
+    let wall = together::first_start_to_last_end(&spans);
+    wall.mul_f64(iters as f64 / (per_thread * threads as u64) as f64)
 }
 
 /// Two threads on one `Leased` with leases of 64, 256 and 1024 tokens (the cap raised so that
