@@ -70,6 +70,12 @@ PLANTS = [
         "R::decide(p, word, now_ns, 0).0.reset_after() <= Duration::from_nanos(1)",
     ),
     (
+        "keyed table: an idle key's slot counts as free 1 ns early",
+        "keyed_table",
+        "word != 0 && word != EVICTED && is_fresh::<R>(p, word, judge) {",
+        "word != 0 && word != EVICTED && is_fresh::<R>(p, word, judge + 1) {",
+    ),
+    (
         "live bucket: a quota change rounds the carried debt down",
         "live",
         ".div_ceil(u128::from(old.interval))",
