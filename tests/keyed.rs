@@ -9,6 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use tollgate::{Algorithm, KeyedLimiter, ManualClock, Quota, WhenFull};
+use tollgate_test_support::StallClock;
 
 type Keyed<K> = KeyedLimiter<K, ManualClock>;
 
@@ -267,6 +268,48 @@ fn eviction_racing_requests_never_loses_or_invents_an_admission() {
             t.join().unwrap();
         }
         evictor.join().unwrap();
+    }
+}
+
+/// A request that found no limiter for its key and stalled, reading in hand, while the key
+/// was made, drained and evicted (idle again a period on): the limiter it makes starts at a
+/// reading after the eviction. At its stale reading the key had spent its limit, so a new
+/// limiter started there would admit the key twice at one instant, and once more at the
+/// eviction's.
+#[test]
+fn a_request_stalled_before_making_its_limiter_starts_it_after_the_eviction() {
+    let quota = Quota::per_second(1).unwrap();
+    for algorithm in Algorithm::ALL {
+        let clock = StallClock::new();
+        let limiter =
+            KeyedLimiter::<u64, _>::try_with_clock(algorithm, quota, clock.clone()).unwrap();
+        let stalled = thread::scope(|s| {
+            let racer = s.spawn(|| {
+                // Its first reading: after its lookup found no limiter for the key.
+                clock.hold(1);
+                limiter.try_acquire(&7).is_allowed()
+            });
+            clock.wait_held();
+            assert!(limiter.try_acquire(&7).is_allowed(), "{algorithm:?}");
+            // On to the first instant the key's limiter is fresh again, and evicted.
+            let mut waited = Duration::ZERO;
+            while limiter.evict_idle() == 0 {
+                assert!(waited < two_periods(&quota), "{algorithm:?}: never idle");
+                clock.advance(quota.period() / 8);
+                waited += quota.period() / 8;
+            }
+            clock.release();
+            racer.join().unwrap()
+        });
+        assert!(stalled, "{algorithm:?}: the key was idle, its limit back");
+        let after = (0..2)
+            .filter(|_| limiter.try_acquire(&7).is_allowed())
+            .count();
+        assert_eq!(
+            after, 0,
+            "{algorithm:?}: a period and the stall after its first admission, the key was \
+             admitted twice already"
+        );
     }
 }
 

@@ -89,11 +89,20 @@ where
             // has synchronized with the evictor, so its reading is no earlier than the one
             // the evictor found the limiter fresh at. An earlier reading could spend a new
             // limiter's burst at an instant when the evicted one had none.
-            let now = clock.now_nanos();
+            let mut now = clock.now_nanos();
             let slot = match found {
                 Some(slot) => slot,
                 None => match self.insert(shared, guard, key, quota, now, n) {
-                    Ok(slot) => slot,
+                    Ok(slot) => {
+                        // Read again once the key has a limiter: a thread that stalled after
+                        // the reading above may find, when it inserts, that the key was made,
+                        // drained and evicted meanwhile. Its insert read the eviction's
+                        // removal (papaya's loads are `Acquire`), so this reading is no
+                        // earlier than the evictor's; the stale one could start a new limit
+                        // at an instant when the evicted limiter had none left.
+                        now = clock.now_nanos();
+                        slot
+                    }
                     Err(decision) => return decision,
                 },
             };

@@ -1,7 +1,8 @@
 //! Deterministic generators for the workspace's tests and benchmarks (reproducible streams
 //! from a seed), the quotas of the random-stream tests, the checks every limiter's decisions
-//! and a sketch's against a key's exact limiter must pass, a recorder of `tracing` events,
-//! and the writer of the docs' generated sections. Dev-only (`publish = false`).
+//! and a sketch's against a key's exact limiter must pass, a clock that holds a thread after
+//! a reading, a recorder of `tracing` events, and the writer of the docs' generated sections.
+//! Dev-only (`publish = false`).
 //!
 //! Each generator's sequence is fixed: tests assert exact outcomes of streams drawn from
 //! them, so a change here changes what they test.
@@ -11,10 +12,12 @@ pub mod cpu;
 pub mod events;
 pub mod marked;
 mod shadow;
+mod stall;
 mod two_window;
 
 pub use capacity::check_costs_above_capacity;
 pub use shadow::check_against_shadow;
+pub use stall::StallClock;
 pub use two_window::TwoWindow;
 
 use std::hash::{BuildHasherDefault, Hasher};
