@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use tollgate::{Algorithm, KeyedError, KeyedTable, ManualClock, Quota, WhenFull};
-use tollgate_test_support::BuildShifted;
+use tollgate_test_support::{BuildShifted, StallClock};
 
 /// The two algorithms a table holds.
 const ONE_WORD: [Algorithm; 2] = [Algorithm::TokenBucket, Algorithm::FixedWindow];
@@ -38,8 +38,8 @@ fn table<K: std::hash::Hash + ?Sized>(
 }
 
 /// How many of `requests` requests for `key` are admitted.
-fn passed<K: std::hash::Hash + ?Sized, S: std::hash::BuildHasher>(
-    t: &KeyedTable<K, ManualClock, S>,
+fn passed<K: std::hash::Hash + ?Sized, C: tollgate::Clock, S: std::hash::BuildHasher>(
+    t: &KeyedTable<K, C, S>,
     key: &K,
     requests: usize,
 ) -> usize {
@@ -176,6 +176,49 @@ fn idle_keys_give_their_slots_to_new_keys_and_come_back_fresh() {
         );
         clock.advance(Duration::from_secs(1));
         assert_eq!(passed(&t, &2, 3), 2, "{algorithm:?}");
+    }
+}
+
+/// A request that found no slot for its key and stalled, reading in hand, while the key
+/// claimed a slot, went idle a period on and lost the slot to a new key: the slot it then
+/// claims starts at a reading after that takeover. At its stale reading the key had spent
+/// its quota, so a limiter started there would admit the key twice at one instant, and once
+/// more at the takeover's.
+#[test]
+fn a_request_stalled_before_its_claim_starts_the_new_slot_after_the_takeover() {
+    let quota = Quota::per_second(1).unwrap();
+    for algorithm in ONE_WORD {
+        let clock = StallClock::new();
+        let t = KeyedTable::try_with_clock(algorithm, quota, keys(1), clock.clone())
+            .unwrap()
+            .with_hasher(Identity::default());
+        let stalled = thread::scope(|s| {
+            let racer = s.spawn(|| {
+                // Its second reading: taken again after its search found no slot.
+                clock.hold(2);
+                t.try_acquire(&7u64).is_allowed()
+            });
+            clock.wait_held();
+            assert!(t.try_acquire(&7u64).is_allowed(), "{algorithm:?}");
+            clock.set(Duration::from_secs(1));
+            // New keys until one takes the idle key's slot over (the table holds the one key
+            // it was made for) rather than claiming an unused one.
+            let took_over = (1000..1256u64).any(|key| {
+                let used = t.len();
+                assert!(t.try_acquire(&key).is_allowed(), "{algorithm:?}");
+                t.len() == used
+            });
+            assert!(took_over, "{algorithm:?}: no new key took the idle slot");
+            clock.release();
+            racer.join().unwrap()
+        });
+        assert!(stalled, "{algorithm:?}: the key was idle, its quota back");
+        assert_eq!(
+            passed(&t, &7, 2),
+            0,
+            "{algorithm:?}: a period and the stall after its first admission, the key was \
+             admitted twice already"
+        );
     }
 }
 

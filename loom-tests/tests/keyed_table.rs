@@ -1,7 +1,8 @@
 //! loom models of the keyed table (`src/keyed/table.rs`): a key's first requests racing each
 //! other end on one slot, and a takeover of an idle key's slot racing that key's own request
 //! hands neither key more than its quota: a request commits only on its own key's word, and
-//! the idle key's request, if its slot was taken, ends on a slot of its own.
+//! the idle key's request, if its slot was taken, ends on a slot of its own, on a limiter that
+//! starts no earlier than the takeover (also when it read the clock before it).
 //!
 //! The table is the real one at its smallest under loom: two buckets of four slots (the
 //! `PROBE` of a loom build), one stripe lock. Keys hash to themselves; each model's keys are
@@ -32,6 +33,8 @@ use tollgate::ManualClock;
 const INEXACT: &str = "at one instant, with a burst of";
 /// What a key holding more or fewer slots than one fails with.
 const SLOTS: &str = "slots after its requests";
+/// What a key's admissions at time 0 and one second, against its bursts of 1, fail with.
+const OVER_A_SECOND: &str = "at time 0 and one second, with bursts of 1";
 
 /// The keys of a model, all homed in the first bucket (under the one stripe lock).
 #[derive(Clone, Copy)]
@@ -157,14 +160,24 @@ fn a_claim_racing_a_claim_from_another_stripe(
     }
 }
 
-/// `X` used at time 0, bursts of 1; one thread moves the clock to one second, when `X` is
-/// idle, and makes `A`'s first request, which takes `X`'s slot over; `X` requests, reading
-/// time 0 or one second. `X`'s request and one more at one second admit exactly one between
-/// them: a request that read time 0 and found its slot taken must not spend a fresh burst
-/// at time 0.
+/// `X` used at time 0, bursts of 1, homed in the first bucket; the second bucket (under the
+/// second stripe lock) full of keys used at half a second. One thread moves the clock to one
+/// second, when `X` is idle and they are not, and makes the first request of `A`, homed in
+/// the second bucket: its scan goes on into the first, and takes `X`'s slot over under the
+/// second stripe's lock, not `X`'s. `X` requests, reading time 0 or one second. `X`'s
+/// request and one more at one second admit exactly one between them: a request that read
+/// time 0 and found its slot taken must not spend a fresh burst at time 0.
 fn time_moving_under_a_takeover(plant: TablePlant) -> impl Fn() + Send + Sync + 'static {
     move || {
-        let (table, clock, Keys { x, a, .. }) = table(1);
+        let clock = ManualClock::new();
+        let table = Arc::new(TableModel::token_bucket(1, 5, clock.clone()));
+        let [x] = homed(&table, 0);
+        let [a, fill @ ..] = homed::<5>(&table, 1);
+        clock.set(Duration::from_millis(500));
+        for key in fill {
+            assert!(table.acquire(key, TablePlant::Sound), "setup");
+        }
+        clock.set(Duration::ZERO);
         assert!(table.acquire(x, TablePlant::Sound), "setup");
         let t = table.clone();
         let racer = thread::spawn(move || t.acquire(x, plant));
@@ -177,6 +190,42 @@ fn time_moving_under_a_takeover(plant: TablePlant) -> impl Fn() + Send + Sync + 
             "key {x} admitted {} of two requests, the first racing a takeover, with a burst of 1",
             u8::from(first) + u8::from(second)
         );
+        assert_eq!(table.slots_of(a), 1, "A took X's slot");
+    }
+}
+
+/// An empty table made for one key, bursts of 1. One thread makes `X`'s first request at time
+/// 0, which claims the first slot, moves the clock to one second, when `X` is idle, and makes
+/// `A`'s first request, which takes `X`'s slot over; the other thread requests `X`, from
+/// time 0: it may find no slot of `X` yet and wait for the stripe lock, reading in hand,
+/// while `X` claims, goes idle and loses its slot, or load the claim's word 0 before the
+/// claim's admission. `X`'s requests and its requests after them at one second, until one is
+/// denied, admit exactly two (its burst at 0 and again at one second), on one slot of its
+/// own: a new limiter of `X` must not start at the racing request's reading of 0 (where `X`
+/// had spent its burst), nor may the racing request's exchange from 0 commit on `A`'s slot.
+/// `A` is admitted once.
+fn a_request_stalled_across_a_takeover(plant: TablePlant) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let (table, clock, Keys { x, a, .. }) = table(1);
+        let t = table.clone();
+        let racer = thread::spawn(move || t.acquire(x, plant));
+        let first = table.acquire(x, plant);
+        clock.set(Duration::from_secs(1));
+        let a_allowed = table.acquire(a, plant);
+        let raced = racer.join().expect("racer");
+        let after = (0..=2)
+            .take_while(|_| table.acquire(x, TablePlant::Sound))
+            .count();
+        let admitted = usize::from(first) + usize::from(raced) + after;
+        assert!(
+            admitted == 2,
+            "key {x} admitted {admitted} {OVER_A_SECOND}: {} first, {} racing, {after} after",
+            u8::from(first),
+            u8::from(raced)
+        );
+        let slots = table.slots_of(x);
+        assert!(slots == 1, "key {x} holds {slots} {SLOTS}");
+        exactly(&table, a, 1, usize::from(a_allowed), 1);
     }
 }
 
@@ -275,5 +324,25 @@ fn planted_fresh_takeover_word_is_caught() {
         "keyed table mutant: a takeover's fresh word 0",
         INEXACT,
         a_claim_racing_a_claim_from_another_stripe(TablePlant::FreshTakeoverWord),
+    );
+}
+
+#[test]
+fn a_request_stalled_across_a_takeover_admits_a_burst_each_second() {
+    model(
+        "keyed table: a request stalled across a takeover of its key's slot",
+        a_request_stalled_across_a_takeover(TablePlant::Sound),
+    );
+}
+
+/// Planted: a claim decides at the reading taken before its scan. loom must find `X`'s racing
+/// request that read 0, found no slot, and took the lock after the takeover: it starts a
+/// new limiter at 0, and `X` is admitted three times across one second.
+#[test]
+fn planted_stale_claim_reading_is_caught() {
+    expect_caught(
+        "keyed table: the claim's stale reading",
+        OVER_A_SECOND,
+        a_request_stalled_across_a_takeover(TablePlant::StaleClaimReading),
     );
 }

@@ -366,6 +366,11 @@ fn keyed_table_mutants_are_the_real_request_with_their_planted_lines() {
             &["fn claim<", "fn scan<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
+        (
+            "pub(crate) mod stale_claim_reading",
+            &["fn claim<"][..],
+            &["fn try_acquire_n<", "fn acquire<"][..],
+        ),
     ] {
         let copy = |f: &str| function(TABLE_PLANTED, module, f);
         for f in planted {

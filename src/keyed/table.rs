@@ -26,8 +26,9 @@
 //! tag check after it sees the new tag. The `EVICTED` exchange and the new tag's store are
 //! `Release`: a request that reads `EVICTED`, a later word or the new tag (its key gone),
 //! issues an `Acquire` fence before it reads the clock again, so its redo reads no earlier
-//! than the taker's reading less the skew the taker allowed for.
-//! Stripe locks (mutexes) order the claims of one stripe.
+//! than the taker's reading less the skew the taker allowed for. A claim reads the clock
+//! again after its scan, behind such a fence, so a key's new limiter never starts at a
+//! reading from before the takeover of its old one. Stripe locks order a stripe's claims.
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -475,16 +476,24 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
     /// A key with no slot: take one under the home stripe's lock, or decide by the policy.
     #[cold]
     fn claim<R: WordRule>(&self, p: &R::Params, tag: u64, home: usize, now: u64, n: u64) -> Pass {
-        let Some(first) = R::admit(p, 0, now, n) else {
+        if R::admit(p, 0, now, n).is_none() {
             // A zero cost or a denial on a fresh limiter: nothing to keep.
             return Pass::Decided(R::decide(p, 0, now, n).0);
-        };
+        }
         let _stripe = self.stripes[home / STRIPE]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A word fresh at this reading (less the skew) is fresh at any later one.
         let judge = now.saturating_sub(self.skew);
         loop {
-            match self.scan::<R>(p, tag, home, judge) {
+            let scan = self.scan::<R>(p, tag, home, judge);
+            // Acquire: the scan read the tags `Relaxed`; a slot of this key that another
+            // key took over after this request's reading was among them. Read again: a
+            // new limiter of this key starts no earlier than the taker judged the old one
+            // fresh (see the orderings).
+            fence(Ordering::Acquire);
+            let now = self.now();
+            match scan {
                 Scan::Found(slot) => return decide_on::<R>(slot, p, tag, now, n),
                 Scan::Unused(slot) => {
                     // Relaxed: claims of this tag are ordered by the stripe lock; another
@@ -503,6 +512,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedTable<K, C, S> {
                     return decide_on::<R>(slot, p, tag, now, n);
                 }
                 Scan::Idle(slot, word) => {
+                    let Some(first) = R::admit(p, 0, now, n) else {
+                        return Pass::Decided(R::decide(p, 0, now, n).0);
+                    };
                     // Release: a request of the key this slot held that reads `EVICTED` (or
                     // a later word) reads the clock again after this (see the orderings).
                     if slot

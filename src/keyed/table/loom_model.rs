@@ -8,7 +8,8 @@ use core::hash::BuildHasherDefault;
 use core::num::NonZeroUsize;
 
 use super::planted::{
-    fresh_takeover_word, relaxed_first_word, relaxed_tag, unlocked_claim, untagged_admission,
+    fresh_takeover_word, relaxed_first_word, relaxed_tag, stale_claim_reading, unlocked_claim,
+    untagged_admission,
 };
 use super::{home_of, KeyedTable};
 use crate::clock::ManualClock;
@@ -35,6 +36,9 @@ pub enum TablePlant {
     /// Defect: a takeover stores a fresh word 0 and decides the new key's first admission on
     /// it by an exchange, and a claim takes over a slot whose word is 0.
     FreshTakeoverWord,
+    /// Defect: a claim decides at the reading the request took before its scan, not at one
+    /// taken after it.
+    StaleClaimReading,
 }
 
 /// A token-bucket table on a manual clock, keys hashing to themselves.
@@ -68,6 +72,9 @@ impl TableModel {
             TablePlant::UnlockedClaim => unlocked_claim::Mutant(&self.table).try_acquire_n(&key, 1),
             TablePlant::FreshTakeoverWord => {
                 fresh_takeover_word::Mutant(&self.table).try_acquire_n(&key, 1)
+            }
+            TablePlant::StaleClaimReading => {
+                stale_claim_reading::Mutant(&self.table).try_acquire_n(&key, 1)
             }
         }
         .is_allowed()
