@@ -16,6 +16,7 @@ use tollgate::{
     Algorithm, Decision, FixedWindow, KeyedError, KeyedLimiter, Limiter, LiveFixedWindow,
     LiveTokenBucket, ManualClock, Quota, QuotaError, TokenBucket, WhenFull,
 };
+use tollgate_test_support::StallClock;
 
 type Keyed<K = u64> = KeyedLimiter<K, ManualClock>;
 
@@ -588,6 +589,38 @@ fn frozen(capacity: u64, used: u64, n: u64) -> (bool, u64) {
     } else {
         (false, left)
     }
+}
+
+/// A change that read the instant it takes effect at and stalled, reading in hand, while a
+/// key was drained at a later instant under the quota it replaces: the key stays drained at
+/// that instant. Carried from the stale reading, the debt the drain wrote (more than a burst
+/// past that reading) would be cut to one burst, and the key would be full again where it had
+/// just been emptied.
+#[test]
+fn a_change_stalled_across_a_drain_never_refills_the_drained_key() {
+    let q = quota(10, 1_000, 10);
+    let clock = StallClock::new();
+    let map = KeyedLimiter::<u64, _>::builder(Algorithm::TokenBucket, q)
+        .live()
+        .build_with_clock(clock.clone())
+        .unwrap();
+    std::thread::scope(|s| {
+        let changer = s.spawn(|| {
+            // Its first reading: the instant the change takes effect at, read after its walk.
+            clock.hold(1);
+            map.set_quota(q).unwrap();
+        });
+        clock.wait_held();
+        clock.set(Duration::from_secs(5));
+        assert!(map.try_acquire_n(&7, 10).is_allowed());
+        clock.release();
+        changer.join().unwrap();
+    });
+    let again = (0..10).filter(|_| map.try_acquire(&7).is_allowed()).count();
+    assert_eq!(
+        again, 0,
+        "a burst of 10, and 10 admitted at this instant already"
+    );
 }
 
 /// Requests hammering a few keys while another thread flips the quota, the clock frozen (so

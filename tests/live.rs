@@ -13,6 +13,7 @@ use tollgate::{
     Clock, FixedWindow, Limiter, LiveFixedWindow, LiveSlidingWindow, LiveTokenBucket, ManualClock,
     Quota, QuotaError, SlidingWindow, TokenBucket,
 };
+use tollgate_test_support::StallClock;
 
 fn bucket(q: Quota) -> (LiveTokenBucket<ManualClock>, ManualClock) {
     let clock = ManualClock::new();
@@ -350,6 +351,34 @@ fn changes_racing_requests_never_hand_out_more_than_the_burst() {
         let admitted = admitted.load(Ordering::Relaxed);
         assert_eq!(admitted, 10, "round {round}");
     }
+}
+
+/// A change that read the clock and stalled, reading in hand, while the bucket was drained at
+/// a later instant: the bucket it carries stays drained at that instant. Carried from the
+/// stale reading, the debt the drain wrote (more than a burst past that reading) would be cut
+/// to one burst, and the bucket would be full again where it had just been emptied.
+#[test]
+fn a_change_stalled_across_a_drain_never_refills_the_drained_bucket() {
+    let q = quota(10, 1_000, 10);
+    let clock = StallClock::new();
+    let b = LiveTokenBucket::with_clock(q, clock.clone());
+    std::thread::scope(|s| {
+        let changer = s.spawn(|| {
+            // Its first reading: `set_quota` reads the clock once, to carry the bucket at.
+            clock.hold(1);
+            b.set_quota(q).unwrap();
+        });
+        clock.wait_held();
+        clock.set(Duration::from_secs(5));
+        assert!(b.try_acquire_n(10).is_allowed());
+        clock.release();
+        changer.join().unwrap();
+    });
+    let again = (0..10).filter(|_| b.try_acquire().is_allowed()).count();
+    assert_eq!(
+        again, 0,
+        "a burst of 10, and 10 admitted at this instant already"
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ use shadow::{
     ask, cost, exact_map, racing_threads_keep_keys_within, random_quota, shadows, step, Admitted,
 };
 use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
-use tollgate_test_support::{check_against_shadow, BuildShifted};
+use tollgate_test_support::{check_against_shadow, BuildShifted, StallClock};
 
 /// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
 type Identity = BuildShifted<0>;
@@ -130,6 +130,47 @@ fn an_entry_taken_back_gives_no_fresh_limit() {
     clock.advance(Duration::from_millis(500));
     assert!(!l.try_acquire(&a).is_allowed());
     assert!(!l.try_acquire(&b).is_allowed());
+}
+
+/// A request that read the clock and stalled, reading in hand, while its key was promoted,
+/// spent its limit in the exact entry and lost the entry to another key in the next window:
+/// it is not admitted in the window of its reading, whose count the key's lanes in the sketch
+/// hold only in part (the rest was in the entry taken back).
+#[test]
+fn a_request_stalled_across_its_entry_taken_back_stays_within_its_limit() {
+    let clock = StallClock::new();
+    let l = HybridSketchLimiter::<u64, _>::with_clock(
+        Quota::per_second(4).unwrap(),
+        SketchSize::columns(64).unwrap(),
+        1,
+        clock.clone(),
+    )
+    .with_hasher(Identity::default())
+    .promote_at(2);
+    // One exact entry for both; apart in the sketch (columns 4 and 8 of 64).
+    let (a, b) = (1u64 << 60, 2u64 << 60);
+    let (first, stalled) = std::thread::scope(|s| {
+        let racer = s.spawn(|| {
+            // Its first reading: a request reads the clock once, before it looks at its slot.
+            clock.hold(1);
+            l.try_acquire(&a).is_allowed()
+        });
+        clock.wait_held();
+        // Two in the sketch, promoted with them, two more in the entry.
+        let first = (0..6).filter(|_| l.try_acquire(&a).is_allowed()).count();
+        assert!(l.is_exact(&a));
+        // The next window: `a`'s entry has ended, `b` takes the slot.
+        clock.advance(Duration::from_secs(1));
+        assert!(l.try_acquire_n(&b, 2).is_allowed());
+        assert!(l.is_exact(&b) && !l.is_exact(&a));
+        clock.release();
+        (first, racer.join().unwrap())
+    });
+    assert_eq!(first, 4);
+    assert!(
+        !stalled,
+        "a limit of 4 per window, and 4 admitted in the window of its reading"
+    );
 }
 
 #[test]

@@ -38,7 +38,15 @@ use crate::sync::{AtomicU128, Ordering};
 /// The `tat` that carries a bucket's level from `old` to `new` at tick `now`: the debt
 /// `tat - now` (the tokens used, in ticks of `old`) counted in tokens of `new`, rounded up,
 /// and at most the new capacity (a bucket is never emptier than empty). `None` when full.
+///
+/// No write counted in `old` leaves `tat` more than `old`'s capacity past the reading it was
+/// made at (an admission's check, a carry's cap), so `tat - capacity` is no later than that
+/// reading. A `now` before it is older than the write: a change that stalled, reading in
+/// hand, while a request drained the bucket (or a clock stepped back). Carried from such a
+/// `now`, the debt would be cut to the capacity and the bucket refilled by the gap: it is
+/// carried from `tat - capacity` instead, which keeps the whole of what the word counts.
 pub(crate) fn carried(old: &GcraParams, new: &GcraParams, tat: u64, now: u64) -> Option<u64> {
+    let now = now.max(tat.saturating_sub(old.capacity));
     if tat <= now {
         return None;
     }

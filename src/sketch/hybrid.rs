@@ -25,7 +25,10 @@
 //!   (which never forgot them). A live entry is never evicted: a heavy key whose slot is
 //!   taken stays in the sketch, judged as by the plain sketch. (A clock that steps back
 //!   further than that, into the window of an entry since replaced, is not covered: the
-//!   sketch would judge the key there without the entry's count.)
+//!   sketch would judge the key there without the entry's count.) A request that finds,
+//!   after its sketch admission, another key's entry of a later window than its reading in
+//!   its slot is denied: it stalled, reading in hand, while its key's entry of its window
+//!   may have been taken back, and the sketch does not hold what that entry counted.
 //!
 //! # Slot layout (`u128`)
 //!
@@ -515,6 +518,7 @@ where
         loop {
             let e = match self.layout.unpack(word) {
                 Some(e) if e.tag == h && e.window >= w => e,
+                Some(e) if e.window > w => return self.overtaken(e.window, t, &admitted),
                 _ => return admitted,
             };
             let d = self.judge(e.count, e.window, t, n);
@@ -533,6 +537,18 @@ where
                 Err(actual) => word = actual,
             }
         }
+    }
+
+    /// A sketch admission at `t` that found its slot holding another key's entry of `window`,
+    /// later than `t`'s: denied, as by a column in a later window. The reading is older than
+    /// the one that entry was made at, and a slot is taken only from an entry whose window
+    /// has ended: the key's own entry of `t`'s window may have been taken back since the
+    /// reading, with units the sketch never counted. (The sketch keeps this request's units:
+    /// an overcount.)
+    #[cold]
+    fn overtaken(&self, window: u64, t: u64, sketch: &Decision) -> Decision {
+        let reset = crate::clock::duration_to_nanos(sketch.reset_after());
+        Decision::denied(0, t, window * self.len(), reset)
     }
 
     /// Claims the slot of `h` for it in window `w` if it is empty or expired, then charges it.
@@ -641,7 +657,17 @@ where
                     d
                 }
             }
-            _ => sketch(),
+            _ => {
+                let d = sketch();
+                // Relaxed: the slot's own word. As the request's check after its admission.
+                let other = self.layout.unpack(slot.load(Ordering::Relaxed));
+                match other {
+                    Some(e) if d.is_allowed() && n > 0 && e.tag != h && e.window > w => {
+                        self.overtaken(e.window, t, &d)
+                    }
+                    _ => d,
+                }
+            }
         }
     }
 

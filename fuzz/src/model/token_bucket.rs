@@ -141,7 +141,13 @@ impl TokenBucketModel {
                 max: u64::try_from(max_burst).expect("below the burst asked for"),
             });
         }
-        let now = self.ticks(now_ns);
+        // A debt above the capacity: the reading is older than the one the debt was written
+        // at (a clock stepped back). Carried from the earliest reading it could have been
+        // written at, the whole debt is counted, never cut to the capacity.
+        let now = self.ticks(now_ns).max(
+            self.full_at
+                .saturating_sub(self.burst * self.ticks_per_token),
+        );
         let debt = self.debt(now);
         if debt > 0 {
             let carried = (debt * ticks_per_token).div_ceil(self.ticks_per_token);
