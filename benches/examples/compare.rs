@@ -183,7 +183,7 @@ impl Results {
         let gov = self.ns(governor);
         say!("\n{title}");
         say!(
-            "  {:<20} {:>8} {:>8} {:>11} {:>11}",
+            "  {:<26} {:>8} {:>8} {:>11} {:>11}",
             "limiter",
             "ns/req",
             "Mreq/s",
@@ -202,7 +202,7 @@ impl Results {
             let ratio =
                 |other: Option<f64>| other.map_or(String::new(), |o| format!("{:.2}×", o / x));
             say!(
-                "  {name:<20} {x:>8.1} {:>8.1} {:>11} {:>11}",
+                "  {name:<26} {x:>8.1} {:>8.1} {:>11} {:>11}",
                 1e3 / x,
                 ratio(twin),
                 ratio(vs_gov)
@@ -245,7 +245,7 @@ fn verdict(what: &str, s: &Results, ours: &str, theirs: &str) {
         let r = b / a;
         let word = if r >= 1.0 { "faster" } else { "slower" };
         let by = if r >= 1.0 { r } else { 1.0 / r };
-        say!("  {what:<52} {a:>6.1} vs {b:>6.1} ns: {r:.2}× ({by:.2}× {word})");
+        say!("  {what:<58} {a:>6.1} vs {b:>6.1} ns: {r:.2}× ({by:.2}× {word})");
     }
 }
 
