@@ -12,9 +12,11 @@ Two parts, each optional:
           first line of what failed.
 
 Usage: python3 scripts/fuzz_report.py [--seconds N] [--plant-seconds M] [--no-runs]
-                                      [--no-plants] [--stdout]
+                                      [--no-plants] [--targets T,U] [--stdout]
   --seconds N        per target in the runs (default 600: the long form)
   --plant-seconds M  the most a planted defect may take to be found (default 120)
+  --targets T,U      only these targets' runs and plants; the other rows are kept from the
+                     report as it stands, which must have been written with the same seconds
   --stdout           print the report instead of writing docs/fuzz-report.md
 
 Needs cargo-fuzz and a nightly toolchain (or RUSTC_BOOTSTRAP=1, as .ci/stages/40-fuzz.sh
@@ -152,9 +154,11 @@ def failure_line(text):
     return "?"
 
 
-def long_runs(seconds, work):
+def long_runs(seconds, work, only):
     rows, failed = [], []
     for t in targets(ROOT):
+        if only and t not in only:
+            continue
         corpus = os.path.join(work, "runs", t)
         shutil.copytree(os.path.join(ROOT, "fuzz", "seeds", t), corpus)
         dirs = [corpus]
@@ -189,7 +193,7 @@ def long_runs(seconds, work):
     return head + rows, failed
 
 
-def plants(seconds, work):
+def plants(seconds, work, only):
     copy = os.path.join(work, "tree")
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
     for f in files:
@@ -202,6 +206,8 @@ def plants(seconds, work):
             shutil.copy2(src, dst)
     rows, missed = [], []
     for what, target, old, new in PLANTS:
+        if only and target not in only:
+            continue
         hits = []
         for dirpath, _, names in os.walk(os.path.join(copy, "src")):
             for name in names:
@@ -256,14 +262,30 @@ def kept(section):
     return m.group(1).strip("\n").splitlines() + [""] if m else []
 
 
+def merged(title, args, rows):
+    """`rows` (a part's text and table, run for some targets) with the rows of the other targets
+    kept from the report as it stands: a new row replaces the kept row of its subject (its cells
+    up to its target's), in the kept order; a subject not kept yet comes last."""
+    kept_lines = kept(title)
+    if not kept_lines or kept_lines[0] != f"`python3 scripts/fuzz_report.py {args}`:":
+        sys.exit(f"fuzz_report: --targets needs a '{title}' part written with `{args}` to keep")
+    is_row = lambda line: line.startswith("| ") and "` |" in line
+    key = lambda row: row.split("` |")[0]
+    new = {key(r): r for r in rows if is_row(r)}
+    body = [new.pop(key(r), r) for r in kept_lines if is_row(r)] + list(new.values())
+    return [r for r in rows if not is_row(r)] + body
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=600)
     ap.add_argument("--plant-seconds", type=int, default=120)
     ap.add_argument("--no-runs", action="store_true")
     ap.add_argument("--no-plants", action="store_true")
+    ap.add_argument("--targets", default="")
     ap.add_argument("--stdout", action="store_true")
     a = ap.parse_args()
+    only = set(filter(None, a.targets.split(",")))
     work = tempfile.mkdtemp(prefix="fuzz-report-")
     out = [
         "# Fuzzing report",
@@ -282,7 +304,9 @@ def main():
         if skip:
             out += kept(title)
             continue
-        rows, failures = part(seconds, work)
+        rows, failures = part(seconds, work, only)
+        if only:
+            rows = merged(title, f"{flag} {seconds}", rows)
         out += [f"`python3 scripts/fuzz_report.py {flag} {seconds}`:", ""] + rows + [""]
         bad += [f"{title.lower()}: {f}" for f in failures]
     text = "\n".join(out)
