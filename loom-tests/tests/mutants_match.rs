@@ -436,6 +436,15 @@ fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
     let bucket = |f: &str| function(LIVE_BUCKET, "impl Retune for Gcra", &format!("{f}("));
     let copy = |f: &str| function(BUCKET_PLANTED, "/// `Retune::", &format!("{f}<"));
     assert_planted_only("Gcra::publish", bucket("fn publish"), copy("fn publish"));
+    assert_planted_only(
+        "token_bucket::carried",
+        function(
+            LIVE_BUCKET,
+            "/// The `tat` that carries a bucket's level",
+            "fn carried(",
+        ),
+        function(BUCKET_PLANTED, "/// `carried` with", "fn carried<"),
+    );
     // The request plants nothing of its own: it runs the planted loop.
     assert_eq!(bucket("fn acquire_live"), copy("fn acquire_live"));
     assert_planted_only(
