@@ -164,6 +164,30 @@ fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
 }
 
 #[test]
+fn hybrid_ignores_later_entry_is_the_real_recheck_without_its_denial() {
+    let copy = |f: &str| function(HYBRID_PLANTED, "> IgnoresLaterEntry<'_, K, C, S>", f);
+    assert_planted_only(
+        "hybrid::IgnoresLaterEntry recheck",
+        function(
+            HYBRID,
+            "/// After the sketch admitted `n` for `h`",
+            "fn recheck(",
+        ),
+        copy("fn recheck("),
+    );
+    // The request plants nothing of its own: it runs the planted `recheck`.
+    assert_eq!(
+        function(
+            HYBRID,
+            "/// Asks for `n` units for `key` at once",
+            "fn try_acquire_n<",
+        ),
+        copy("fn try_acquire_n<"),
+        "hybrid::IgnoresLaterEntry try_acquire_n"
+    );
+}
+
+#[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
     for (name, real, mutant) in [
         (
