@@ -8,7 +8,10 @@
 //!   stays counted (the word's whole version is compared, so the request cannot write after
 //!   the changes on a word they brought back to the value it loaded: the earlier models
 //!   start from a drained bucket, whose `tat` every change moves, and race a denial, which
-//!   writes nothing).
+//!   writes nothing);
+//! - a change racing a drain at a later instant (its clock reading older than the drain's)
+//!   leaves the bucket drained there: the debt is carried from no earlier than one burst
+//!   before the drained word's `tat`, never cut to one burst past the change's reading.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg tollgate_loom" cargo test --release -p loom-tests --test live
@@ -242,5 +245,53 @@ fn a_one_bit_version_is_caught() {
         "live/bucket one-bit version, admission racing two changes",
         "counted as less than a token",
         an_admission_racing_two_changes_is_counted(LivePlant::OneBitVersion),
+    );
+}
+
+/// What a change that refilled a bucket drained at a later instant fails with.
+const REFILLED: &str = "refilled by a change";
+
+/// A full bucket of 1/s (burst 2) at 0. One thread changes its quota (to the same quota);
+/// the other moves the clock to 5 s and takes both tokens, so the word's `tat` is 7 s. The
+/// change's one clock reading may be 0 while its carry comes after the drain (a stale load
+/// of the clock, or a reading taken before the move): carried from there, the 7 s of debt
+/// must be kept whole, not cut to one burst past 0 (a `tat` of 2 s, the bucket full again
+/// at 5 s). Whenever the change reads and carries, nothing more passes at 5 s.
+fn a_change_racing_a_drain_at_a_later_instant(
+    plant: LivePlant,
+) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        let q = quota(1, Duration::from_secs(1), 2);
+        let clock = ManualClock::new();
+        let bucket = Arc::new(LiveModel::token_bucket(q, clock.clone(), plant));
+        let changer = {
+            let bucket = bucket.clone();
+            thread::spawn(move || bucket.set_quota(q))
+        };
+        clock.set(Duration::from_secs(5));
+        assert!(bucket.acquire(2), "a full bucket denied its burst");
+        changer.join().unwrap();
+        let again = (0..2).filter(|_| bucket.acquire(1)).count();
+        assert!(
+            again == 0,
+            "a bucket drained at 5 s {REFILLED}: {again} more there, with a burst of 2"
+        );
+    }
+}
+
+#[test]
+fn a_change_racing_a_drain_at_a_later_instant_leaves_it_drained() {
+    model(
+        "live/bucket change racing a drain at a later instant",
+        a_change_racing_a_drain_at_a_later_instant(LivePlant::Sound),
+    );
+}
+
+#[test]
+fn a_change_carrying_from_its_stale_reading_is_caught() {
+    expect_caught(
+        "live/bucket change carries from its stale reading",
+        REFILLED,
+        a_change_racing_a_drain_at_a_later_instant(LivePlant::CarriedFromReading),
     );
 }

@@ -164,6 +164,30 @@ fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
 }
 
 #[test]
+fn hybrid_ignores_later_entry_is_the_real_recheck_without_its_denial() {
+    let copy = |f: &str| function(HYBRID_PLANTED, "> IgnoresLaterEntry<'_, K, C, S>", f);
+    assert_planted_only(
+        "hybrid::IgnoresLaterEntry recheck",
+        function(
+            HYBRID,
+            "/// After the sketch admitted `n` for `h`",
+            "fn recheck(",
+        ),
+        copy("fn recheck("),
+    );
+    // The request plants nothing of its own: it runs the planted `recheck`.
+    assert_eq!(
+        function(
+            HYBRID,
+            "/// Asks for `n` units for `key` at once",
+            "fn try_acquire_n<",
+        ),
+        copy("fn try_acquire_n<"),
+        "hybrid::IgnoresLaterEntry try_acquire_n"
+    );
+}
+
+#[test]
 fn refund_mutants_are_the_real_refunds_calling_a_planted_helper() {
     for (name, real, mutant) in [
         (
@@ -436,6 +460,15 @@ fn live_mutants_are_the_real_cell_and_bucket_with_their_planted_lines() {
     let bucket = |f: &str| function(LIVE_BUCKET, "impl Retune for Gcra", &format!("{f}("));
     let copy = |f: &str| function(BUCKET_PLANTED, "/// `Retune::", &format!("{f}<"));
     assert_planted_only("Gcra::publish", bucket("fn publish"), copy("fn publish"));
+    assert_planted_only(
+        "token_bucket::carried",
+        function(
+            LIVE_BUCKET,
+            "/// The `tat` that carries a bucket's level",
+            "fn carried(",
+        ),
+        function(BUCKET_PLANTED, "/// `carried` with", "fn carried<"),
+    );
     // The request plants nothing of its own: it runs the planted loop.
     assert_eq!(bucket("fn acquire_live"), copy("fn acquire_live"));
     assert_planted_only(

@@ -3,7 +3,8 @@
 //! a checked copy of it (`planted.rs`, `token_bucket/planted.rs`).
 
 use super::planted::{
-    Bucket, Cell, ONE_BIT_VERSION, READER_IGNORES_VERSION, READER_SKIPS_RECHECK, WRITER_SKIPS_FENCE,
+    Bucket, Cell, CARRIED_FROM_READING, ONE_BIT_VERSION, READER_IGNORES_VERSION,
+    READER_SKIPS_RECHECK, WRITER_SKIPS_FENCE,
 };
 use super::{Live, ParamCell, ParamWords};
 use crate::algo::token_bucket::Gcra;
@@ -24,6 +25,9 @@ pub enum LivePlant {
     ReaderIgnoresVersion,
     /// Defect: the token bucket's word keeps only the parity of its version.
     OneBitVersion,
+    /// Defect: a token bucket's change carries the debt from its own clock reading, however
+    /// stale (cut to one burst past it).
+    CarriedFromReading,
 }
 
 /// A parameter cell under a chosen protocol.
@@ -81,6 +85,7 @@ impl LiveModel {
         let bucket = Bucket { live: &self.0 };
         match self.1 {
             LivePlant::OneBitVersion => bucket.set_quota::<ONE_BIT_VERSION>(quota),
+            LivePlant::CarriedFromReading => bucket.set_quota::<CARRIED_FROM_READING>(quota),
             _ => self.0.set_quota(quota),
         }
         .expect("a model's quota fits");

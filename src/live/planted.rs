@@ -24,7 +24,7 @@ pub(crate) type Plant = u8;
 pub(crate) const READER_SKIPS_RECHECK: Plant = 1;
 /// Planted defect: the writer stores the words with no fence after the odd `seq`.
 pub(crate) const WRITER_SKIPS_FENCE: Plant = 2;
-pub(crate) use token_bucket::{ONE_BIT_VERSION, READER_IGNORES_VERSION};
+pub(crate) use token_bucket::{CARRIED_FROM_READING, ONE_BIT_VERSION, READER_IGNORES_VERSION};
 
 /// A real cell run through the copied protocol.
 pub(crate) struct Cell<'a, const N: usize> {

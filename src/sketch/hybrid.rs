@@ -75,7 +75,9 @@
 //! adds is the promotion race and its release-acquire pair, modelled in
 //! `loom-tests/tests/sketch_hybrid.rs` (a promotion racing a sketch admission of the same
 //! key), with the admission's read-modify-write made a plain `Relaxed` load as a planted
-//! defect in a checked copy of `try_acquire_n` (`hybrid/planted.rs`).
+//! defect in a checked copy of `try_acquire_n` (`hybrid/planted.rs`); and a request whose
+//! reading predates its key's entry taken back by another key in a later window, with the
+//! denial on that entry left out of a checked copy of `recheck` as a planted defect.
 //!
 //! # Orderings
 //!
@@ -704,13 +706,15 @@ impl<K: ?Sized, C, S> fmt::Debug for HybridSketchLimiter<K, C, S> {
     }
 }
 
-/// One column and one exact entry shared by every key, for the loom model: the real hybrid
-/// and its planted defect. Only under `--cfg tollgate_loom`, reached through `tollgate::__loom`.
+/// A column or two and one exact entry shared by every key, for the loom models: the real
+/// hybrid and its planted defects. Only under `--cfg tollgate_loom`, reached through
+/// `tollgate::__loom`.
 #[cfg(tollgate_loom)]
 pub mod loom_model {
     use core::hash::{BuildHasherDefault, Hasher};
+    use core::time::Duration;
 
-    use super::planted::RelaxedRecheck;
+    use super::planted::{IgnoresLaterEntry, RelaxedRecheck};
     use super::HybridSketchLimiter;
     use crate::clock::ManualClock;
     use crate::quota::Quota;
@@ -742,23 +746,35 @@ pub mod loom_model {
         /// Defect: a sketch admission reads the slot again by a `Relaxed` load, not the
         /// `Release` read-modify-write.
         RelaxedRecheck,
+        /// Defect: a sketch admission stands when its slot holds another key's entry of a
+        /// later window than its reading.
+        IgnoresLaterEntry,
     }
 
-    /// A hybrid of one column and one exact entry, `limit` per second, on a manual clock.
+    /// A hybrid of `columns` columns and one exact entry, `limit` per second, on a manual
+    /// clock at 0.
     #[derive(Debug)]
     pub struct HybridModel {
         limiter: HybridSketchLimiter<u64, ManualClock, BuildHasherDefault<Same>>,
+        clock: ManualClock,
     }
 
     impl HybridModel {
-        /// A fresh hybrid promoting at `promote_at`.
-        pub fn new(limit: u64, promote_at: u64) -> Self {
+        /// A fresh hybrid of `columns` columns promoting at `promote_at` (a key of hash `h`
+        /// is in column `(h >> 32) * columns >> 32`).
+        pub fn new(limit: u64, columns: u64, promote_at: u64) -> Self {
             let quota = Quota::per_second(limit).expect("a small limit");
-            let size = SketchSize::columns(1).expect("one column");
-            let limiter = HybridSketchLimiter::with_clock(quota, size, 1, ManualClock::new())
+            let size = SketchSize::columns(columns).expect("a column or two");
+            let clock = ManualClock::new();
+            let limiter = HybridSketchLimiter::with_clock(quota, size, 1, clock.clone())
                 .with_hasher(BuildHasherDefault::<Same>::default())
                 .promote_at(promote_at);
-            HybridModel { limiter }
+            HybridModel { limiter, clock }
+        }
+
+        /// Sets the clock to `at`.
+        pub fn set_clock(&self, at: Duration) {
+            self.clock.set(at);
         }
 
         /// One unit for `key`: allowed?
@@ -766,6 +782,9 @@ pub mod loom_model {
             match plant {
                 HybridPlant::Sound => self.limiter.try_acquire_n(&key, 1),
                 HybridPlant::RelaxedRecheck => RelaxedRecheck(&self.limiter).try_acquire_n(&key, 1),
+                HybridPlant::IgnoresLaterEntry => {
+                    IgnoresLaterEntry(&self.limiter).try_acquire_n(&key, 1)
+                }
             }
             .is_allowed()
         }

@@ -1,13 +1,13 @@
 //! The live token bucket's planted defects, for the loom models (`loom-tests/tests/live.rs`);
 //! built only for them (`cfg(tollgate_loom)`).
 //!
-//! Copies of the live bucket's protocol in `token_bucket.rs` (`counted_in`, `live_update`,
-//! `Retune::publish`, `Retune::acquire_live`) with a const parameter choosing the defect and
-//! the planted lines marked `// PLANTED`; `loom-tests/tests/mutants_match.rs` fails if a copy
-//! differs from the real code anywhere else (the const parameter aside). The product's types
-//! know nothing of it.
+//! Copies of the live bucket's protocol in `token_bucket.rs` (`carried`, `counted_in`,
+//! `live_update`, `Retune::publish`, `Retune::acquire_live`) with a const parameter choosing
+//! the defect and the planted lines marked `// PLANTED`; `loom-tests/tests/mutants_match.rs`
+//! fails if a copy differs from the real code anywhere else (the const parameter aside). The
+//! product's types know nothing of it.
 
-use super::{admit_at, allowed, carried, decide_at, join, refused, split, ticks};
+use super::{admit_at, allowed, decide_at, join, refused, split, ticks};
 use crate::decision::Decision;
 use crate::live::ParamCell;
 use crate::quota::GcraParams;
@@ -21,6 +21,32 @@ pub(crate) const READER_IGNORES_VERSION: Plant = 3;
 /// Planted defect: the token bucket's word keeps one bit of its version (its parity), as it
 /// once did: two changes while a request runs bring the word back to the value it loaded.
 pub(crate) const ONE_BIT_VERSION: Plant = 4;
+/// Planted defect: a change carries the word's debt from its own clock reading, however
+/// stale, as it once did: a change that read the clock before a drain at a later instant
+/// cuts the drain's debt to one burst past its reading, and the bucket is full again.
+pub(crate) const CARRIED_FROM_READING: Plant = 5;
+
+/// `carried` with `PLANT`.
+fn carried<const PLANT: Plant>(
+    old: &GcraParams,
+    new: &GcraParams,
+    tat: u64,
+    now: u64,
+) -> Option<u64> {
+    let now = if PLANT == CARRIED_FROM_READING {
+        now // PLANTED: the debt carried from the change's reading, however stale
+    } else {
+        now.max(tat.saturating_sub(old.capacity))
+    };
+    if tat <= now {
+        return None;
+    }
+    let debt = (u128::from(tat - now) * u128::from(new.interval))
+        .div_ceil(u128::from(old.interval))
+        .min(u128::from(new.capacity));
+    // debt ≤ capacity < 2^62 and now ≤ 2^63: no overflow.
+    Some(now + debt as u64)
+}
 
 /// The epoch a word counted in parameter version `version` carries: the version itself, or
 /// its parity for [`ONE_BIT_VERSION`].
@@ -105,7 +131,7 @@ pub(crate) fn publish<const PLANT: Plant>(
     // `version - 1`.
     while split(current).0 != version {
         let tat = split(current).1;
-        let carried = join(version, carried(old, new, tat, now).unwrap_or(tat));
+        let carried = join(version, carried::<PLANT>(old, new, tat, now).unwrap_or(tat));
         // Release: the carried word publishes the parameters it is counted in. Relaxed
         // failure: the value is only compared again.
         match word.compare_exchange_weak(current, carried, Ordering::Release, Ordering::Relaxed) {
