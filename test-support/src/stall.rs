@@ -30,7 +30,8 @@ use tollgate::{Clock, ManualClock};
 /// ```
 #[derive(Clone, Default)]
 pub struct StallClock {
-    time: ManualClock,
+    // In an `Arc`: the core crate's `ManualClock` is `Clone` only with its `std` feature.
+    time: Arc<ManualClock>,
     hold: Arc<(Mutex<Hold>, Condvar)>,
 }
 
