@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The `planted_*` tests run the table with one deliberate defect each, in a checked copy of
-//! its request path (`src/keyed/table/planted.rs`), and expect loom to find the interleaving
+//! its request path (`src/keyed/table/planted/`), and expect loom to find the interleaving
 //! where a key is admitted more or less than its burst, or holds two slots.
 #![cfg(tollgate_loom)]
 

@@ -144,7 +144,33 @@ const CELL_PLANTED: &str = include_str!("../../src/sketch/cell/planted.rs");
 const HYBRID: &str = include_str!("../../src/sketch/hybrid.rs");
 const HYBRID_PLANTED: &str = include_str!("../../src/sketch/hybrid/planted.rs");
 const TABLE: &str = include_str!("../../src/keyed/table.rs");
-const TABLE_PLANTED: &str = include_str!("../../src/keyed/table/planted.rs");
+/// The keyed table's planted defects, a file each.
+const TABLE_PLANTED: [(&str, &str); 6] = [
+    (
+        "untagged_admission",
+        include_str!("../../src/keyed/table/planted/untagged_admission.rs"),
+    ),
+    (
+        "relaxed_first_word",
+        include_str!("../../src/keyed/table/planted/relaxed_first_word.rs"),
+    ),
+    (
+        "relaxed_tag",
+        include_str!("../../src/keyed/table/planted/relaxed_tag.rs"),
+    ),
+    (
+        "unlocked_claim",
+        include_str!("../../src/keyed/table/planted/unlocked_claim.rs"),
+    ),
+    (
+        "fresh_takeover_word",
+        include_str!("../../src/keyed/table/planted/fresh_takeover_word.rs"),
+    ),
+    (
+        "stale_claim_reading",
+        include_str!("../../src/keyed/table/planted/stale_claim_reading.rs"),
+    ),
+];
 
 #[test]
 fn hybrid_relaxed_recheck_is_the_real_request_with_a_plain_load() {
@@ -366,37 +392,41 @@ fn keyed_table_mutants_are_the_real_request_with_their_planted_lines() {
     };
     for (module, planted, copied) in [
         (
-            "pub(crate) mod untagged_admission",
+            "untagged_admission",
             &["fn decide_on<"][..],
             &["fn try_acquire_n<", "fn acquire<", "fn find<", "fn claim<"][..],
         ),
         (
-            "pub(crate) mod relaxed_first_word",
+            "relaxed_first_word",
             &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
-            "pub(crate) mod relaxed_tag",
+            "relaxed_tag",
             &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
-            "pub(crate) mod unlocked_claim",
+            "unlocked_claim",
             &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
-            "pub(crate) mod fresh_takeover_word",
+            "fresh_takeover_word",
             &["fn claim<", "fn scan<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
         (
-            "pub(crate) mod stale_claim_reading",
+            "stale_claim_reading",
             &["fn claim<"][..],
             &["fn try_acquire_n<", "fn acquire<"][..],
         ),
     ] {
-        let copy = |f: &str| function(TABLE_PLANTED, module, f);
+        let (_, source) = TABLE_PLANTED
+            .iter()
+            .find(|(name, _)| *name == module)
+            .expect("a planted file of that name");
+        let copy = |f: &str| function(source, "mutant!();", f);
         for f in planted {
             assert_planted_only(&format!("{module} {f}"), real(f), copy(f));
         }

@@ -1,8 +1,8 @@
 //! The keyed table for the loom models (`loom-tests/tests/keyed_table.rs`): the real table of
 //! the smallest size ([`PROBE`](super::PROBE) buckets, one stripe) for the sound runs; each
-//! planted defect runs its request through a checked copy of the real path (`planted.rs`).
-//! Keys hash to themselves, so a model picks its keys' tags, and their homes through
-//! [`TableModel::home`].
+//! planted defect runs its request through a checked copy of the real path (`planted/`, a
+//! file per defect). Keys hash to themselves, so a model picks its keys' tags, and their
+//! homes through [`TableModel::home`].
 
 use core::hash::BuildHasherDefault;
 use core::num::NonZeroUsize;
