@@ -14,10 +14,11 @@ use shadow::{
     ask, cost, exact_map, racing_threads_keep_keys_within, random_quota, shadows, step, Admitted,
 };
 use tollgate::{Clock, HybridSketchLimiter, ManualClock, Quota, SketchLimiter, SketchSize};
-use tollgate_test_support::{check_against_shadow, BuildShifted, StallClock};
+use tollgate_test_support::{check_against_shadow, BuildPlaced, StallClock};
 
-/// A hasher that hashes a `u64` key to itself: tests pick columns, lanes and slots.
-type Identity = BuildShifted<0>;
+/// A hasher the hybrid reads a `u64` key through as the key itself: tests pick columns, lanes
+/// and slots.
+type Identity = BuildPlaced<0>;
 
 /// A hybrid of `per_second` per second, `columns` columns and `exact` entries on `clock`,
 /// its keys placed by [`Identity`].

@@ -57,6 +57,7 @@ pub use builder::KeyedBuilder;
 pub use error::KeyedError;
 use map::Keyed;
 pub use map::KeyedLimiter;
+pub(crate) use options::remix;
 pub use options::{Algorithm, KeyHasher, WhenFull};
 pub use pin::KeyedPin;
 pub use request::KeyedLimit;

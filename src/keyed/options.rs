@@ -100,3 +100,19 @@ impl BuildHasher for KeyHasher {
         self.0.build_hasher()
     }
 }
+
+/// A key's hash mixed again (murmur3's 64-bit finalizer), for every use that reads its bits
+/// as positions. A fast hasher's bits can be regular for regular keys: foldhash hashes a `u64`
+/// with one multiply, and under about one random seed in a hundred the hashes of keys in
+/// sequence keep a pattern; an identity hasher is common for integers. Read
+/// directly, such bits crowd keys onto a few buckets or sketch columns. The finalizer is a
+/// bijection, so keys of distinct hashes keep distinct mixed hashes.
+#[inline(always)]
+pub(crate) fn remix(hash: u64) -> u64 {
+    let mut h = hash;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}

@@ -44,7 +44,7 @@ use crate::quota::{GcraParams, Quota, WindowParams};
 use crate::sync::{fence, AtomicU64, Backoff, Mutex, Ordering};
 
 use super::error::KeyedError;
-use super::options::{Algorithm, KeyHasher, WhenFull};
+use super::options::{remix, Algorithm, KeyHasher, WhenFull};
 use super::word::{is_fresh, WordRule, EVICTED};
 
 /// The table for the loom models (`loom-tests/tests/keyed_table.rs`), sound and planted.
@@ -605,19 +605,12 @@ enum Scan<'a> {
     Full,
 }
 
-/// The bucket a tag's search starts at: the tag mixed again (murmur3's 64-bit finalizer), then
-/// scaled to `0..buckets`. A fast hasher's bits can be regular for regular keys (foldhash
-/// hashes a `u64` with one multiply; an identity hasher is common for integers), and a home
-/// read off them directly would crowd keys in sequence onto a few cache lines.
+/// The bucket a tag's search starts at: the tag mixed again ([`remix`]: a home read off a
+/// fast hasher's bits directly would crowd keys in sequence onto a few cache lines), then
+/// scaled to `0..buckets`.
 #[inline(always)]
 fn home_of(tag: u64, buckets: usize) -> usize {
-    let mut h = tag;
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    ((u128::from(h) * buckets as u128) >> 64) as usize
+    ((u128::from(remix(tag)) * buckets as u128) >> 64) as usize
 }
 
 /// The request on `slot`, found holding `tag`.

@@ -92,7 +92,7 @@ use core::hash::{BuildHasher, Hash};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::decision::Decision;
-use crate::keyed::KeyHasher;
+use crate::keyed::{remix, KeyHasher};
 use crate::quota::{bits, Quota, HORIZON};
 use crate::sync::{AtomicU128, Ordering};
 
@@ -351,10 +351,11 @@ where
         self.sketch.origin.now(&self.sketch.clock).min(HORIZON)
     }
 
-    /// The slot of hash `h` (multiply-shift of a remix, apart from the sketch's column).
+    /// The slot of hash `h`: the hash mixed again ([`remix`]) and multiplied by a constant,
+    /// so that keys of one column fall in different slots.
     #[inline]
     fn slot(&self, h: u64) -> Option<&AtomicU128> {
-        let mixed = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let mixed = remix(h).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
         let i = (mixed * self.slots.len() as u64) >> 32;
         self.slots.get(i as usize)
     }
@@ -720,7 +721,7 @@ pub mod loom_model {
     use crate::quota::Quota;
     use crate::sketch::SketchSize;
 
-    /// Hashes a `u64` key to itself: the model picks the keys' lanes.
+    /// Hashes a `u64` key to itself: the keyed table's models pick their keys' tags.
     #[derive(Debug, Default)]
     pub struct Same(u64);
 
@@ -735,6 +736,28 @@ pub mod loom_model {
         }
         fn write_u64(&mut self, v: u64) {
             self.0 = v;
+        }
+    }
+
+    /// Hashes a `u64` key to the value the hybrid mixes back into the key (murmur3's
+    /// finalizer undone, step by step): the hybrid's models pick their keys' columns and lanes.
+    #[derive(Debug, Default)]
+    pub struct Placed(Same);
+
+    impl Hasher for Placed {
+        fn finish(&self) -> u64 {
+            let mut h = self.0.finish();
+            h ^= h >> 33;
+            h = h.wrapping_mul(0x9cb4_b2f8_1293_37db);
+            h ^= h >> 33;
+            h = h.wrapping_mul(0x4f74_430c_22a5_4005);
+            h ^ (h >> 33)
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.write(bytes);
+        }
+        fn write_u64(&mut self, v: u64) {
+            self.0.write_u64(v);
         }
     }
 
@@ -755,7 +778,7 @@ pub mod loom_model {
     /// clock at 0.
     #[derive(Debug)]
     pub struct HybridModel {
-        limiter: HybridSketchLimiter<u64, ManualClock, BuildHasherDefault<Same>>,
+        limiter: HybridSketchLimiter<u64, ManualClock, BuildHasherDefault<Placed>>,
         clock: ManualClock,
     }
 
@@ -767,7 +790,7 @@ pub mod loom_model {
             let size = SketchSize::columns(columns).expect("a column or two");
             let clock = ManualClock::new();
             let limiter = HybridSketchLimiter::with_clock(quota, size, 1, clock.clone())
-                .with_hasher(BuildHasherDefault::<Same>::default())
+                .with_hasher(BuildHasherDefault::<Placed>::default())
                 .promote_at(promote_at);
             HybridModel { limiter, clock }
         }

@@ -8,8 +8,8 @@
 //! | `pairs`   | the lane pairs a key may count in, `C(lanes, 2)` entries, read only    |
 //! | `hasher`  | seeded per limiter ([`KeyHasher`]): a client cannot aim at a column   |
 //!
-//! A key's 64-bit hash is split: its high 32 bits pick the column (multiply-shift), its low
-//! 32 bits the lane pair. Nothing is allocated after construction; nothing is swept or
+//! A key's 64-bit hash is mixed again (murmur3's finalizer), then split: its high 32 bits pick
+//! the column (multiply-shift), its low 32 bits the lane pair. Nothing is allocated after construction; nothing is swept or
 //! evicted; a request reads the clock once and touches one word.
 //!
 //! # Invariant
@@ -42,7 +42,7 @@ use core::marker::PhantomData;
 
 use crate::clock::{Clock, MonotonicClock, Origin};
 use crate::decision::Decision;
-use crate::keyed::KeyHasher;
+use crate::keyed::{remix, KeyHasher};
 use crate::quota::{Quota, QuotaError};
 
 use cell::{Cell, CellParams, KeyLanes};
@@ -304,16 +304,19 @@ where
     C: Clock,
     S: BuildHasher,
 {
-    /// The column and lanes of `key`: the hash's high half picks the column, its low half
-    /// the lane pair.
+    /// The column and lanes of `key`: its hash mixed again, whose high half picks the column,
+    /// its low half the lane pair.
     #[inline]
     fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (&Cell, KeyLanes) {
         self.at_hash(self.hasher.hash_one(key))
     }
 
-    /// The column and lanes of a key of hash `h` (see [`SketchLimiter::locate`]).
+    /// The column and lanes of a key of hash `h` (see [`SketchLimiter::locate`]), read off
+    /// the hash mixed again: a fast hasher's bits can keep a pattern for keys in sequence, which
+    /// read directly would crowd them into a few columns.
     #[inline]
     fn at_hash(&self, h: u64) -> (&Cell, KeyLanes) {
+        let h = remix(h);
         let column = ((h >> 32) * self.cells.len() as u64) >> 32;
         let pair = (u64::from(h as u32) * self.pairs.len() as u64) >> 32;
         (&self.cells[column as usize], self.pairs[pair as usize])

@@ -151,3 +151,38 @@ impl<const SHIFT: u32> Hasher for Shifted<SHIFT> {
 
 /// What builds [`Shifted`] hashers, for a keyed limiter's `with_hasher`.
 pub type BuildShifted<const SHIFT: u32> = BuildHasherDefault<Shifted<SHIFT>>;
+
+/// A hasher for the sketches, which mix every hash again (murmur3's 64-bit finalizer) before
+/// they read a column, lanes or a slot off it: it hashes a `u64` key to the value that mix
+/// turns into the key shifted left by `SHIFT` bits (the finalizer undone, step by step), so a
+/// sketch places key `k` as [`Shifted`] would place it unmixed.
+///
+/// ```
+/// use std::hash::BuildHasher;
+/// use tollgate_test_support::BuildPlaced;
+/// let h = BuildPlaced::<0>::default();
+/// assert_eq!(h.hash_one(0u64), 0);
+/// assert_ne!(h.hash_one(7u64), 7);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Placed<const SHIFT: u32>(Shifted<SHIFT>);
+
+impl<const SHIFT: u32> Hasher for Placed<SHIFT> {
+    fn finish(&self) -> u64 {
+        let mut h = self.0.finish();
+        h ^= h >> 33;
+        h = h.wrapping_mul(0x9cb4_b2f8_1293_37db);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0x4f74_430c_22a5_4005);
+        h ^ (h >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0.write_u64(v);
+    }
+}
+
+/// What builds [`Placed`] hashers, for a sketch's `with_hasher`.
+pub type BuildPlaced<const SHIFT: u32> = BuildHasherDefault<Placed<SHIFT>>;
