@@ -436,16 +436,13 @@ fn heavy_keys(quota: Quota) {
             100.0 * r.later as f64 / (light * (WINDOWS - 1)) as f64
         );
     }
-    let ratio = |a: u64, b: u64| {
-        if b == 0 {
-            f64::INFINITY
-        } else {
-            a as f64 / b as f64
-        }
+    let ratio = |a: u64, b: u64| match b {
+        0 => "none for the hybrid".to_string(),
+        _ => format!("{:.1}×", a as f64 / b as f64),
     };
     say!();
     say!(
-        "light false denials, sketch of the same memory / hybrid: window 1 {:.1}×, later windows {:.1}×; \
+        "light false denials, sketch of the same memory / hybrid: window 1 {}, later windows {}; \
          ns/request, hybrid / sketch of the same memory: {:.2}×",
         ratio(w.first, h.first),
         ratio(w.later, h.later),
