@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes benches/instructions.md, the instruction counts per request, from the committed
 gate baseline (benches/gungraun-baseline/, recorded by `cargo bench --bench instructions
---bench instructions_keyed -- --save-baseline=main --home=$PWD/benches/gungraun-baseline`).
+--bench instructions_keyed --bench instructions_sketch -- --save-baseline=main
+--home=$PWD/benches/gungraun-baseline`).
 
 Each benchmark runs 100 requests, so a request's count is callgrind's total over 100.
 
@@ -51,6 +52,14 @@ TABLES = [
             ("`KeyedLimiter`, `Algorithm::FixedWindow`, `live()`", "keyed_live_fixed_window", None),
             ("`KeyedTable`, `Algorithm::TokenBucket`", "keyed_table_token_bucket", None),
             ("`KeyedTable`, `Algorithm::FixedWindow`", "keyed_table_fixed_window", None),
+        ],
+    ),
+    (
+        ["fixed-memory keyed limiter, one key", "allowed", "denied"],
+        [
+            ("`SketchLimiter`, fixed window", "sketch_fixed_window", None),
+            ("`SketchLimiter`, two windows (`try_sliding`)", "sketch_sliding", None),
+            ("`HybridSketchLimiter` (denied: the key in its exact entry)", "hybrid_sketch", None),
         ],
     ),
 ]

@@ -6,10 +6,10 @@
 # 2. `cargo bench -p tollgate-benches --no-run` builds every bench target (the benches crate,
 #    benches/Cargo.toml; naming it keeps the core crate's test-only dependencies out of the
 #    optimized build);
-# 3. the gate: benches/instructions.rs and benches/instructions_keyed.rs under callgrind,
-#    compared with the baseline committed in benches/gungraun-baseline/ (a copy, so the checkout
-#    stays clean; gungraun files it under the package's name, tollgate-benches/); any
-#    instruction count more than 5 % above its baseline fails the run (gungraun exits 3);
+# 3. the gate: benches/instructions.rs, instructions_keyed.rs and instructions_sketch.rs under
+#    callgrind, compared with the baseline committed in benches/gungraun-baseline/ (a copy, so
+#    the checkout stays clean; gungraun files it under the package's name, tollgate-benches/);
+#    any instruction count more than 5 % above its baseline fails the run (gungraun exits 3);
 # 4. a criterion smoke test: every benchmark of benches/compare.rs runs once (`--test`); wall
 #    time is too noisy on shared machines to gate on.
 # benches/README.md says how to update the baseline on purpose.
@@ -48,7 +48,7 @@ gate() {
   local home
   home=$(mktemp -d)
   cp -r benches/gungraun-baseline/. "$home"/
-  cargo bench -p tollgate-benches --bench instructions --bench instructions_keyed -- --baseline=main --home="$home"
+  cargo bench -p tollgate-benches --bench instructions --bench instructions_keyed --bench instructions_sketch -- --baseline=main --home="$home"
   rm -rf "$home"
 }
 

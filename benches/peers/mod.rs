@@ -22,8 +22,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use tollgate::baseline::{MutexFixedWindow, MutexSlidingLog, MutexSlidingWindow, MutexTokenBucket};
 use tollgate::{
-    Clock, CoarseClock, FixedWindow, KeyedLimiter, KeyedTable, Limiter, MonotonicClock, Quota,
-    SlidingLog, SlidingWindow, TokenBucket,
+    Clock, CoarseClock, FixedWindow, KeyedLimit, KeyedLimiter, KeyedTable, Limiter, MonotonicClock,
+    Quota, SlidingLog, SlidingWindow, TokenBucket,
 };
 
 /// One request to a limiter: was it allowed?
@@ -75,6 +75,17 @@ impl<K: Hash + Eq + Clone + Send + Sync, C: Clock + Sync> Check for TollgateKeye
 pub struct TollgateTable<K, C>(pub KeyedTable<K, C>, pub K);
 
 impl<K: Hash + Send + Sync, C: Clock + Sync> Check for TollgateTable<K, C> {
+    #[inline]
+    fn check(&self) -> bool {
+        self.0.try_acquire(&self.1).is_allowed()
+    }
+}
+
+/// Any tollgate [`KeyedLimit`] asked for one key (the sketches): every request goes through
+/// [`KeyedLimit::try_acquire`] on that key.
+pub struct TollgateKeyedLimit<L, K>(pub L, pub K);
+
+impl<L: KeyedLimit<K> + Sync, K: Sync> Check for TollgateKeyedLimit<L, K> {
     #[inline]
     fn check(&self) -> bool {
         self.0.try_acquire(&self.1).is_allowed()
