@@ -1,7 +1,8 @@
-//! A flood of one-shot keys over well-behaved ones, against five keyed limiters in one run:
+//! A flood of one-shot keys over well-behaved ones, against six keyed limiters in one run:
 //! `SketchLimiter` and `HybridSketchLimiter` (fixed memory), `KeyedLimiter` unbounded and
-//! bounded (`KeyedBuilder::max_keys`, `WhenFull::Deny`), and governor's keyed limiter (a
-//! DashMap); then heavy keys over well-behaved ones, where the hybrid's exact entries pay.
+//! bounded (`KeyedBuilder::max_keys`, `WhenFull::Deny`), `KeyedTable` made for as many keys
+//! (fixed memory, `WhenFull::Deny`), and governor's keyed limiter (a DashMap); then heavy keys
+//! over well-behaved ones, where the hybrid's exact entries pay.
 //!
 //! ```text
 //! cargo run --release --example sketch_flood                 # both tables
@@ -45,8 +46,8 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use tollgate::{
-    Algorithm, HybridSketchLimiter, KeyedLimit, KeyedLimiter, ManualClock, Quota, SketchLimiter,
-    SketchSize, WhenFull,
+    Algorithm, HybridSketchLimiter, KeyedLimit, KeyedLimiter, KeyedTable, ManualClock, Quota,
+    SketchLimiter, SketchSize, WhenFull,
 };
 use tollgate_test_support::cpu::thread_cpu;
 use tollgate_test_support::marked::Transcript;
@@ -185,7 +186,7 @@ fn main() {
     say!(
         "quota {LIMIT}/s; {LEGIT_KEYS} keys × {PER_LEGIT} requests in a flood of one-shot keys; \
          sketch: {} columns of 16 B (SketchSize::for_load({}, {}, 0.01)); hybrid: the sketch and {EXACT} exact entries; \
-         bounded map: max_keys {BOUND}, Deny",
+         bounded map: max_keys {BOUND}, Deny; table: made for {BOUND} keys, Deny",
         size.column_count(&quota),
         LARGEST + LEGIT,
         LIMIT - PER_LEGIT
@@ -199,7 +200,7 @@ fn main() {
     );
     let (mut largest, mut smallest_sketch) = (None, 0isize);
     for flood in [10_000u64, 1_000_000, LARGEST] {
-        let rows: [(&str, Run); 5] = [
+        let rows: [(&str, Run); 6] = [
             (
                 "SketchLimiter",
                 run(
@@ -252,6 +253,22 @@ fn main() {
                 ),
             ),
             (
+                "KeyedTable",
+                run(
+                    flood,
+                    || {
+                        KeyedTable::<u64, _>::try_with_clock(
+                            Algorithm::FixedWindow,
+                            quota,
+                            NonZeroUsize::new(BOUND).expect("non-zero"),
+                            ManualClock::new(),
+                        )
+                        .expect("a keyed table")
+                    },
+                    admits,
+                ),
+            ),
+            (
                 "governor keyed (DashMap)",
                 run(
                     flood,
@@ -279,14 +296,18 @@ fn main() {
         }
         largest = Some(rows);
     }
-    if let Some([(_, sketch), (_, hybrid), (_, unbounded), (_, bounded), (_, governor)]) = largest {
+    if let Some(
+        [(_, sketch), (_, hybrid), (_, unbounded), (_, bounded), (_, table), (_, governor)],
+    ) = largest
+    {
         say!();
         say!(
             "at {LARGEST} flood keys, other's ns/request over the sketch's: unbounded map {:.2}×, \
-             bounded map {:.2}×, governor {:.2}× (hybrid: {:.2}×, {:.2}×, {:.2}×); memory, \
-             largest row over smallest: sketch {:.2}×",
+             bounded map {:.2}×, table {:.2}×, governor {:.2}× (hybrid: {:.2}×, {:.2}×, {:.2}×); \
+             memory, largest row over smallest: sketch {:.2}×",
             unbounded.ns / sketch.ns,
             bounded.ns / sketch.ns,
+            table.ns / sketch.ns,
             governor.ns / sketch.ns,
             unbounded.ns / hybrid.ns,
             bounded.ns / hybrid.ns,
