@@ -7,6 +7,7 @@ mod common;
 mod shadow;
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use common::Rng;
@@ -15,7 +16,6 @@ use foldhash::SharedSeed;
 use shadow::{
     ask, cost, exact_map, racing_threads_keep_keys_within, random_quota, shadows, step, Admitted,
 };
-use std::hash::BuildHasher;
 use tollgate::{Clock, FixedWindow, KeyHasher, ManualClock, Quota, SketchLimiter, SketchSize};
 use tollgate_test_support::{check_against_shadow, BuildPlaced, BuildShifted, TwoWindow};
 

@@ -9,8 +9,9 @@
 //! | `hasher`  | seeded per limiter ([`KeyHasher`]): a client cannot aim at a column   |
 //!
 //! A key's 64-bit hash is mixed again (murmur3's finalizer), then split: its high 32 bits pick
-//! the column (multiply-shift), its low 32 bits the lane pair. Nothing is allocated after construction; nothing is swept or
-//! evicted; a request reads the clock once and touches one word.
+//! the column (multiply-shift), its low 32 bits the lane pair. Nothing is allocated after
+//! construction; nothing is swept or evicted; a request reads the clock once and touches one
+//! word.
 //!
 //! # Invariant
 //!
