@@ -351,12 +351,12 @@ where
         self.sketch.origin.now(&self.sketch.clock).min(HORIZON)
     }
 
-    /// The slot of hash `h`: the hash mixed again ([`remix`]) and multiplied by a constant,
-    /// so that keys of one column fall in different slots.
+    /// The slot of a key whose hash mixed again ([`remix`]) is `mixed`: multiplied by a
+    /// constant, so that keys of one column (the high half of `mixed`) fall in different slots.
     #[inline]
-    fn slot(&self, h: u64) -> Option<&AtomicU128> {
-        let mixed = remix(h).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
-        let i = (mixed * self.slots.len() as u64) >> 32;
+    fn slot(&self, mixed: u64) -> Option<&AtomicU128> {
+        let spread = mixed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let i = (spread * self.slots.len() as u64) >> 32;
         self.slots.get(i as usize)
     }
 
@@ -442,9 +442,10 @@ where
         Q: Hash + ?Sized,
     {
         let h = self.sketch.hasher.hash_one(key);
-        let (cell, lanes) = self.sketch.at_hash(h);
+        let mixed = remix(h);
+        let (cell, lanes) = self.sketch.at_mixed(mixed);
         let t = self.now();
-        let Some(slot) = self.slot(h) else {
+        let Some(slot) = self.slot(mixed) else {
             return cell.acquire(&self.sketch.params, t, n, lanes);
         };
         let w = t / self.len();
@@ -642,11 +643,12 @@ where
         Q: Hash + ?Sized,
     {
         let h = self.sketch.hasher.hash_one(key);
-        let (cell, lanes) = self.sketch.at_hash(h);
+        let mixed = remix(h);
+        let (cell, lanes) = self.sketch.at_mixed(mixed);
         let t = self.now();
         let w = t / self.len();
         let sketch = || cell.peek(&self.sketch.params, t, n, lanes);
-        let Some(slot) = self.slot(h) else {
+        let Some(slot) = self.slot(mixed) else {
             return sketch();
         };
         match self.find(slot, h) {
@@ -692,7 +694,7 @@ where
         Q: Hash + ?Sized,
     {
         let h = self.sketch.hasher.hash_one(key);
-        self.slot(h)
+        self.slot(remix(h))
             .is_some_and(|slot| matches!(self.find(slot, h), Found::Active(..)))
     }
 }
@@ -783,8 +785,8 @@ pub mod loom_model {
     }
 
     impl HybridModel {
-        /// A fresh hybrid of `columns` columns promoting at `promote_at` (a key of hash `h`
-        /// is in column `(h >> 32) * columns >> 32`).
+        /// A fresh hybrid of `columns` columns promoting at `promote_at` (through [`Placed`],
+        /// key `k` is in column `(k >> 32) * columns >> 32`).
         pub fn new(limit: u64, columns: u64, promote_at: u64) -> Self {
             let quota = Quota::per_second(limit).expect("a small limit");
             let size = SketchSize::columns(columns).expect("a column or two");

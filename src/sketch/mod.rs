@@ -309,15 +309,14 @@ where
     /// its low half the lane pair.
     #[inline]
     fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (&Cell, KeyLanes) {
-        self.at_hash(self.hasher.hash_one(key))
+        self.at_mixed(remix(self.hasher.hash_one(key)))
     }
 
-    /// The column and lanes of a key of hash `h` (see [`SketchLimiter::locate`]), read off
-    /// the hash mixed again: a fast hasher's bits can keep a pattern for keys in sequence, which
-    /// read directly would crowd them into a few columns.
+    /// The column and lanes of a key whose hash mixed again ([`remix`]) is `h` (see
+    /// [`SketchLimiter::locate`]): a fast hasher's bits can keep a pattern for keys in
+    /// sequence, which read directly would crowd them into a few columns.
     #[inline]
-    fn at_hash(&self, h: u64) -> (&Cell, KeyLanes) {
-        let h = remix(h);
+    fn at_mixed(&self, h: u64) -> (&Cell, KeyLanes) {
         let column = ((h >> 32) * self.cells.len() as u64) >> 32;
         let pair = (u64::from(h as u32) * self.pairs.len() as u64) >> 32;
         (&self.cells[column as usize], self.pairs[pair as usize])

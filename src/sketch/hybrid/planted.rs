@@ -19,6 +19,7 @@ use core::ops::Deref;
 use super::{Entry, Found, HybridSketchLimiter};
 use crate::clock::Clock;
 use crate::decision::Decision;
+use crate::keyed::remix;
 use crate::sync::{AtomicU128, Ordering};
 
 /// A hybrid whose sketch admissions read the slot again with no ordering.
@@ -45,9 +46,10 @@ where
         Q: Hash + ?Sized,
     {
         let h = self.sketch.hasher.hash_one(key);
-        let (cell, lanes) = self.sketch.at_hash(h);
+        let mixed = remix(h);
+        let (cell, lanes) = self.sketch.at_mixed(mixed);
         let t = self.now();
-        let Some(slot) = self.slot(h) else {
+        let Some(slot) = self.slot(mixed) else {
             return cell.acquire(&self.sketch.params, t, n, lanes);
         };
         let w = t / self.len();
@@ -108,9 +110,10 @@ where
         Q: Hash + ?Sized,
     {
         let h = self.sketch.hasher.hash_one(key);
-        let (cell, lanes) = self.sketch.at_hash(h);
+        let mixed = remix(h);
+        let (cell, lanes) = self.sketch.at_mixed(mixed);
         let t = self.now();
-        let Some(slot) = self.slot(h) else {
+        let Some(slot) = self.slot(mixed) else {
             return cell.acquire(&self.sketch.params, t, n, lanes);
         };
         let w = t / self.len();
